@@ -1,0 +1,25 @@
+# Two commands on a fresh machine: `make run` (app on the demo corpus) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+.PHONY: run test test-all bench
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) --server.headless true
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m bench

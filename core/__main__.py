@@ -1,0 +1,7 @@
+"""`python -m core ...`: the headless entry point (see core/cli.py)."""
+
+import sys
+
+from core.cli import main
+
+sys.exit(main())

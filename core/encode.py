@@ -1,0 +1,180 @@
+"""Batched encoding: one forward pass per batch gives the pooled embedding, every layer's
+mean-pooled hidden state and (on request) the last layer's attention, plus a disk cache."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from core.models import model_fingerprint
+
+Progress = Callable[[int, int], None]
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass
+class Encoded:
+    embeddings: np.ndarray  # (n, d): the model's own pooled (and normalised, if it normalises) output
+    layers: np.ndarray | None = None  # (n_layers + 1, n, hidden): masked mean of each hidden state; 0 = embeddings
+    attentions: list[np.ndarray] | None = None  # per text: last-layer attention (heads, S, S), padding removed
+    tokens: list[list[str]] | None = None  # per text, when attentions are requested
+
+
+@contextmanager
+def _eager_attention(hf_model, needed: bool):
+    """sdpa kernels return no attention probabilities; switch to eager only while they are needed."""
+    previous = hf_model.config._attn_implementation
+    if needed and previous != "eager":
+        hf_model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        if needed and previous != "eager":
+            hf_model.set_attn_implementation(previous)
+
+
+def _forward(model, texts: Sequence[str], layers: bool, attentions: bool) -> tuple[dict, object]:
+    """Run the transformer once, then the model's remaining modules (pooling, normalise) on its output."""
+    features = model.preprocess(list(texts))
+    device = model.device
+    inputs = {k: v.to(device) for k, v in features.items() if k in _MODEL_INPUTS}
+    out = model[0].model(**inputs, output_hidden_states=layers, output_attentions=attentions, return_dict=True)
+    feats = dict(inputs)
+    feats["token_embeddings"] = out.last_hidden_state
+    for module in list(model)[1:]:
+        feats = module(feats)
+    return feats, out
+
+
+def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+
+@torch.inference_mode()
+def encode(
+    model,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    layers: bool = False,
+    attentions: bool = False,
+    progress: Progress | None = None,
+) -> Encoded:
+    """Encode texts longest-first (less padding per batch), restoring the input order at the end."""
+    texts = list(texts)
+    n = len(texts)
+    if n == 0:
+        return Encoded(embeddings=np.zeros((0, model.get_embedding_dimension()), dtype=np.float32))
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    was_training = model.training
+    model.eval()
+    pooled, per_layer, attn, toks = [], [], [], []
+    tokenizer = model.tokenizer
+    try:
+        with _eager_attention(model[0].model, attentions):
+            for start in range(0, n, batch_size):
+                batch = [texts[i] for i in order[start : start + batch_size]]
+                feats, out = _forward(model, batch, layers, attentions)
+                pooled.append(feats["sentence_embedding"].float().cpu())
+                mask = feats["attention_mask"]
+                if layers:
+                    per_layer.append(torch.stack([_mean_pool(h, mask) for h in out.hidden_states]).float().cpu())
+                if attentions:
+                    last = out.attentions[-1].float().cpu()
+                    for row, ids in enumerate(feats["input_ids"]):
+                        length = int(mask[row].sum())
+                        attn.append(last[row, :, :length, :length].numpy())
+                        toks.append(tokenizer.convert_ids_to_tokens(ids[:length].tolist()))
+                if progress:
+                    progress(min(start + batch_size, n), n)
+    finally:
+        model.train(was_training)
+    inverse = np.argsort(order, kind="stable")
+    result = Encoded(embeddings=torch.cat(pooled).numpy()[inverse])
+    if layers:
+        result.layers = torch.cat(per_layer, dim=1).numpy()[:, inverse]
+    if attentions:
+        result.attentions = [attn[i] for i in inverse]
+        result.tokens = [toks[i] for i in inverse]
+    return result
+
+
+def count_overlong(model, texts: Sequence[str]) -> int:
+    """How many texts the model will truncate (longer than its max_seq_length in tokens)."""
+    limit = model.max_seq_length
+    if not limit or not texts:
+        return 0
+    ids = model.tokenizer(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
+    return int(sum(len(x) > limit for x in ids))
+
+
+# --- disk cache -------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CONTRASTLAB_HOME") or Path(__file__).resolve().parent.parent / ".contrastlab"
+    return Path(root) / "cache" / "embeddings"
+
+
+def texts_hash(texts: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for t in texts:
+        digest.update(t.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:16]
+
+
+def _save_atomic(path: Path, array: np.ndarray) -> None:
+    """Write to a temp file beside the target and rename, so a crash never leaves half a cache entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npy")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def encode_cached(
+    model,
+    texts: Sequence[str],
+    *,
+    layers: bool = False,
+    pooling: str = "model",
+    batch_size: int = 64,
+    progress: Progress | None = None,
+    fingerprint: str | None = None,
+) -> np.ndarray:
+    """Pooled embeddings (n, d), or with layers=True the per-layer means (L+1, n, h), from cache when possible.
+
+    The key is (model fingerprint, texts hash, pooling, kind), so a fine-tuned model never reads the
+    reference model's entry and re-plotting never re-encodes.
+    """
+    fingerprint = fingerprint or model_fingerprint(model)
+    kind = "layers" if layers else "pooled"
+    path = cache_dir() / f"{fingerprint}-{texts_hash(texts)}-{pooling}-{kind}.npy"
+    if path.exists():
+        try:
+            return np.load(path, allow_pickle=False)
+        except (ValueError, OSError):
+            path.unlink(missing_ok=True)  # a corrupt entry is recomputed, not trusted
+    result = encode(model, texts, batch_size=batch_size, layers=layers, progress=progress)
+    if layers:
+        _save_atomic(path, result.layers)
+        pooled_path = cache_dir() / f"{fingerprint}-{texts_hash(texts)}-{pooling}-pooled.npy"
+        if not pooled_path.exists():
+            _save_atomic(pooled_path, result.embeddings)
+        return result.layers
+    _save_atomic(path, result.embeddings)
+    return result.embeddings

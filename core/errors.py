@@ -1,0 +1,5 @@
+"""Errors a user can fix. The message is shown as-is in the page and on the CLI (exit 2)."""
+
+
+class UserError(Exception):
+    """A problem with the user's input or setup, stated in one sentence with how to fix it."""

