@@ -43,12 +43,18 @@ def _eager_attention(hf_model, needed: bool):
 
 def _forward(model, texts: Sequence[str], layers: bool, attentions: bool) -> tuple[dict, object]:
     """Run the transformer once, then the model's remaining modules (pooling, normalise) on its output."""
+    from core.ata import ATATransformer
+
     features = model.preprocess(list(texts))
     device = model.device
     inputs = {k: v.to(device) for k, v in features.items() if k in _MODEL_INPUTS}
-    out = model[0].model(**inputs, output_hidden_states=layers, output_attentions=attentions, return_dict=True)
+    ata = isinstance(model[0], ATATransformer)  # its pooling reads the last layer's attention
+    out = model[0].model(**inputs, output_hidden_states=layers, output_attentions=attentions or ata,
+                         return_dict=True)
     feats = dict(inputs)
     feats["token_embeddings"] = out.last_hidden_state
+    if ata:
+        feats["attentions"] = out.attentions[-1]
     for module in list(model)[1:]:
         feats = module(feats)
     return feats, out

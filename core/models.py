@@ -81,6 +81,12 @@ def resolve_model(name: str | None = None) -> str:
     raise UserError(f"Could not find model '{name}'; tried " + "; ".join(tried) + ".")
 
 
+def _uses_ata(path: str) -> bool:
+    """Models saved with ATA pooling name our module classes, which need our allow-listed loader."""
+    modules = Path(path) / "modules.json"
+    return modules.exists() and "core.ata" in modules.read_text(encoding="utf-8")
+
+
 def load_model(name: str | None = None, device: str | None = None):
     """Load a SentenceTransformer on the chosen device; never with trust_remote_code."""
     setup_offline()
@@ -88,7 +94,12 @@ def load_model(name: str | None = None, device: str | None = None):
 
     path = resolve_model(name)
     try:
-        model = SentenceTransformer(path, device=pick_device(device))
+        if _uses_ata(path):
+            from core.ata import load_model as load_ata_model
+
+            model = load_ata_model(path, device=pick_device(device))
+        else:
+            model = SentenceTransformer(path, device=pick_device(device))
     except (OSError, ValueError) as exc:
         raise UserError(f"Could not load model '{name or DEFAULT_MODEL}' from {path}: {exc}") from exc
     model.contrastlab_source = path  # remembered for fingerprints and model cards

@@ -69,7 +69,7 @@ def build_tiny_model(
     path.mkdir(parents=True, exist_ok=True)
     vocab = vocabulary()
     (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True, model_max_length=128)
+    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, model_max_length=128)
     tokenizer.save_pretrained(str(path))
 
     config = BertConfig(

@@ -1,0 +1,522 @@
+"""Labelled corpus: read an uploaded table, find its columns, clean it, split it deterministically.
+
+Everything a user can get wrong here ends in a one-sentence `UserError`; no pandas or codec traceback
+reaches the page or the CLI.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+from core.errors import UserError
+
+DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+MIN_ROWS = 10
+HOLDOUT_FRACTION = 0.1
+SPLIT_SEED = 0
+LONG_TEXT_CHARS = 1000
+
+TEXT_NAMES = ("text", "sentence", "headline", "document", "content", "review", "question", "body",
+              "message", "comment", "tweet", "utterance", "query", "passage", "abstract", "title")
+LABEL_NAMES = ("label", "labels", "class", "category", "target", "is_sarcastic", "sentiment", "topic",
+               "intent", "polarity", "emotion", "class_label", "coarse_label", "fine_label", "y")
+SPLIT_NAMES = ("split", "fold", "partition", "subset")
+VALIDATION_NAMES = ("validation", "dev", "val", "valid")
+
+DELIMITED = {".csv": None, ".txt": None, ".tsv": "\t", ".tab": "\t"}
+JSON_EXTS = (".jsonl", ".ndjson", ".json")
+PARQUET_EXTS = (".parquet", ".pq")
+SNIFF_DELIMITERS = (",", "\t", ";")
+SUPPORTED = ".csv, .tsv, .txt, .jsonl, .json or .parquet"
+INT_RE = re.compile(r"-?\d+")
+
+
+@dataclass(frozen=True)
+class Columns:
+    text: str
+    label: str
+    split: str | None
+
+
+@dataclass
+class ValidationReport:
+    """What cleaning did to the file, shown to the user before anything is trained on it."""
+
+    rows_read: int
+    rows_kept: int
+    empty_dropped: int
+    missing_label_dropped: int
+    duplicates: int
+    duplicates_dropped: int
+    class_counts: dict[str, int]
+    split_source: str
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(eq=False)  # numpy fields make value equality ambiguous; compare fingerprints instead
+class Corpus:
+    name: str
+    columns: Columns
+    classes: list[str]
+    train_texts: list[str]
+    train_labels: np.ndarray
+    test_texts: list[str]
+    test_labels: np.ndarray
+    target_split: str
+    report: ValidationReport
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Content hash used as a cache key: same texts, labels and split give the same key in any run."""
+        h = hashlib.sha256()
+        for split, texts, codes in (("train", self.train_texts, self.train_labels),
+                                    (self.target_split, self.test_texts, self.test_labels)):
+            rows = "\x1e".join(f"{split}\x1f{self.classes[c]}\x1f{t}" for t, c in zip(texts, codes))
+            h.update(rows.encode("utf-8"))
+            h.update(b"\x1d")
+        return h.hexdigest()[:16]
+
+    def summary(self) -> dict:
+        """JSON-ready description of the data, for model cards and the corpus page."""
+        return {
+            "name": self.name,
+            "text_column": self.columns.text,
+            "label_column": self.columns.label,
+            "split_column": self.columns.split,
+            "target_split": self.target_split,
+            "rows_train": len(self.train_texts),
+            "rows_test": len(self.test_texts),
+            "n_classes": len(self.classes),
+            "classes": list(self.classes),
+            "class_counts_train": _counts(self.classes, self.train_labels),
+            "class_counts_test": _counts(self.classes, self.test_labels),
+            "split_source": self.report.split_source,
+            "fingerprint": self.fingerprint,
+        }
+
+
+def _counts(classes: list[str], codes: np.ndarray) -> dict[str, int]:
+    per_code = np.bincount(codes, minlength=len(classes))
+    return {c: int(n) for c, n in zip(classes, per_code)}
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_table(data: bytes, filename: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[pd.DataFrame, list[str]]:
+    """Parse an uploaded file by its extension; returns the table and any warnings about how it was read."""
+    _check_size(len(data), filename, max_bytes)
+    if not data.strip():
+        raise UserError(f"{filename} is empty; upload a table with a header row and at least a text and a label column.")
+    ext = Path(filename).suffix.lower()
+    if ext in PARQUET_EXTS:
+        return _tidy(_parse_parquet(data, filename), filename), []
+    if ext not in DELIMITED and ext not in JSON_EXTS:
+        raise UserError(f"{filename} has an unsupported file type '{ext or '(none)'}'; use {SUPPORTED}.")
+    text, warnings = _decode(data, filename)
+    df = _parse_json(text, filename) if ext in JSON_EXTS else _parse_delimited(text, filename, DELIMITED[ext])
+    return _tidy(df, filename), warnings
+
+
+def read_pasted(text: str) -> tuple[pd.DataFrame, list[str]]:
+    """Parse a table pasted into the page (CSV, TSV or semicolon-separated, with a header row)."""
+    if not text or not text.strip():
+        raise UserError("The pasted text is empty; paste a table with a header row such as 'text,label'.")
+    _check_size(len(text), "The pasted text", DEFAULT_MAX_BYTES)
+    return _tidy(_parse_delimited(text.strip("\r\n"), "the pasted text", None), "the pasted text"), []
+
+
+def _check_size(n_bytes: int, filename: str, max_bytes: int) -> None:
+    if n_bytes > max_bytes:
+        raise UserError(f"{filename} is {_human_size(n_bytes)}, over the {_human_size(max_bytes)} upload limit; "
+                        "upload a smaller sample of the corpus.")
+
+
+def _human_size(n_bytes: int) -> str:
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n_bytes} bytes"
+
+
+def _decode(data: bytes, filename: str) -> tuple[str, list[str]]:
+    """UTF-8 (with or without BOM) or UTF-16 with BOM; anything else is read as Windows-1252/Latin-1 with a warning."""
+    if data[:4] == b"PK\x03\x04":
+        raise UserError(f"{filename} is a zip or Excel file, not text; save the sheet as CSV (UTF-8) and upload that.")
+    text, warnings = None, []
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        text = _try_decode(data, "utf-16")
+    elif b"\x00" not in data[:65536]:
+        text = _try_decode(data, "utf-8-sig")
+        if text is None:
+            text = _try_decode(data, "cp1252") or data.decode("latin-1")  # cp1252 leaves five bytes undefined
+            warnings.append(f"{filename} is not valid UTF-8, so it was read as Windows-1252/Latin-1; check that "
+                            "accented characters look right, or re-save the file as UTF-8.")
+    if text is None or _looks_binary(text):
+        raise UserError(f"{filename} looks like a binary file, not text; upload a {SUPPORTED} file.")
+    return text, warnings
+
+
+def _try_decode(data: bytes, encoding: str) -> str | None:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+
+
+def _looks_binary(text: str) -> bool:
+    sample = text[:65536]
+    controls = sum(1 for ch in sample if (ord(ch) < 32 and ch not in "\t\n\r\f") or 0x7f <= ord(ch) < 0xa0)
+    return controls > 0.01 * max(len(sample), 1)
+
+
+def _sniff_delimiter(text: str) -> str:
+    """The delimiter that splits the header into the most fields (ties go to the comma)."""
+    header = next((line for line in text[:65536].splitlines() if line.strip()), "")
+    return max(SNIFF_DELIMITERS, key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
+
+
+def _parse_delimited(text: str, source: str, sep: str | None) -> pd.DataFrame:
+    sep = sep or _sniff_delimiter(text)
+    kind = {",": "CSV", "\t": "TSV", ";": "semicolon-separated CSV"}[sep]
+    try:
+        # Only empty cells are missing: a text reading "NA" or "null" is still a text.
+        return pd.read_csv(io.StringIO(text), sep=sep, keep_default_na=False, na_values=[""], low_memory=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, csv.Error) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"Could not parse {source} as {kind} ({reason}); check the delimiter and quoting.") from None
+
+
+def _parse_json(text: str, filename: str) -> pd.DataFrame:
+    """JSON Lines (one object per line) or a JSON array of objects."""
+    if text.lstrip().startswith("["):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{filename} is not valid JSON ({exc.msg} at line {exc.lineno}); fix the file or "
+                            "save it as JSON Lines.") from None
+    else:
+        records = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UserError(f"Line {n} of {filename} is not valid JSON ({exc.msg}); each line of a JSONL file "
+                                "must be one JSON object.") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise UserError(f"{filename} must hold JSON objects such as {{\"text\": \"...\", \"label\": \"...\"}}, "
+                        "one per line or in one array.")
+    return pd.DataFrame.from_records(records)
+
+
+def _parse_parquet(data: bytes, filename: str) -> pd.DataFrame:
+    """Parquet through pyarrow: columns are decoded, never unpickled."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if data[:4] != b"PAR1":
+        raise UserError(f"{filename} is not a Parquet file (it lacks the PAR1 header); check the file or its extension.")
+    try:
+        return pq.read_table(pa.BufferReader(data)).to_pandas()
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        raise UserError(f"Could not read {filename} as Parquet ({str(exc).splitlines()[0]}); re-export the file.") from None
+
+
+def _tidy(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Column names as stripped strings; a table without rows is an error, not an empty corpus."""
+    df = df.rename(columns=lambda c: str(c).strip())
+    dupes = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
+    if dupes:
+        raise UserError(f"{source} has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
+    if len(df.columns) == 0 or len(df) == 0:
+        raise UserError(f"{source} has no data rows; it needs a header row followed by one row per text.")
+    return df
+
+
+# ---------------------------------------------------------------- columns
+
+
+def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str | None = None,
+                   split_col: str | None = None) -> Columns:
+    """Explicit names win; otherwise well-known names, then the only column that can fit."""
+    names = [str(c) for c in df.columns]
+    text = _resolve(names, text_col, "text") if text_col else None
+    label = _resolve(names, label_col, "label") if label_col else None
+    split = _resolve(names, split_col, "split") if split_col else None
+    if split is None:
+        split = next((c for c in _known(names, SPLIT_NAMES, {text, label}) if _has_train(df[c])), None)
+    label = label or next(iter(_known(names, LABEL_NAMES, {text, split})), None)
+    text = text or next(iter(_known(names, TEXT_NAMES, {label, split})), None) or _guess_text(df, {label, split})
+    if text is None:
+        raise UserError(f"Could not tell which column holds the texts (columns: {', '.join(names)}); "
+                        "pass --text-col NAME or pick it in the corpus page.")
+    label = label or _guess_label(df, {text, split})
+    if label is None:
+        raise UserError(f"Could not tell which column holds the labels (columns: {', '.join(names)}); "
+                        "pass --label-col NAME or pick it in the corpus page.")
+    if text == label:
+        raise UserError(f"Column '{text}' cannot be both the text and the label; pass different --text-col and --label-col.")
+    return Columns(text=text, label=label, split=split if split not in (text, label) else None)
+
+
+def _resolve(names: list[str], wanted: str, role: str) -> str:
+    if wanted in names:
+        return wanted
+    folded = [n for n in names if n.lower() == wanted.strip().lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise UserError(f"There is no {role} column named '{wanted}'; the columns are: {', '.join(names)}.")
+
+
+def _known(names: list[str], known: tuple[str, ...], taken: set) -> list[str]:
+    """Columns whose lower-cased name is in `known`, in the priority order of `known`."""
+    by_lower = {n.lower(): n for n in reversed(names) if n not in taken}
+    return [by_lower[k] for k in known if k in by_lower]
+
+
+def _has_train(series: pd.Series) -> bool:
+    return bool(series.astype(str).str.strip().str.lower().eq("train").any())
+
+
+def _is_text_like(series: pd.Series) -> bool:
+    if pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+        return False
+    values = series.dropna()
+    return len(values) > 0 and values.map(lambda v: isinstance(v, str)).mean() > 0.9
+
+
+def _guess_text(df: pd.DataFrame, taken: set) -> str | None:
+    candidates = [str(c) for c in df.columns if c not in taken and _is_text_like(df[c])]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _guess_label(df: pd.DataFrame, taken: set) -> str | None:
+    """The one remaining column, ignoring ID-like columns whose values are all different."""
+    rest = [str(c) for c in df.columns if c not in taken]
+    if len(rest) > 1:
+        rest = [c for c in rest if df[c].nunique(dropna=True) < len(df)]
+    return rest[0] if len(rest) == 1 else None
+
+
+# ---------------------------------------------------------------- cleaning and splitting
+
+
+def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates: bool = False,
+                 warnings: list[str] | None = None) -> Corpus:
+    """Clean the rows, count what was dropped, encode labels and split train / target deterministically."""
+    for col in (columns.text, columns.label, columns.split):
+        if col is not None and col not in df.columns:
+            raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
+    warnings = list(warnings or [])
+    texts = _clean_texts(df[columns.text], columns.text)
+    labels = _clean_labels(df[columns.label], columns.label)
+    empty = texts.eq("").to_numpy()
+    missing = labels.isna().to_numpy() & ~empty
+    keep = ~empty & ~missing
+    texts, labels = texts[keep].reset_index(drop=True), labels[keep].reset_index(drop=True).astype(str)
+    splits = _clean_splits(df[columns.split])[keep].reset_index(drop=True) if columns.split else None
+
+    dup_mask = texts.duplicated().to_numpy()
+    warnings += _duplicate_warnings(texts, labels)
+    if drop_duplicates:
+        texts, labels = texts[~dup_mask].reset_index(drop=True), labels[~dup_mask].reset_index(drop=True)
+        splits = splits[~dup_mask].reset_index(drop=True) if splits is not None else None
+    _check_enough(len(df), len(texts), labels)
+    n_long = int(texts.str.len().gt(LONG_TEXT_CHARS).sum())
+    if n_long:
+        warnings.append(f"{n_long} texts are longer than {LONG_TEXT_CHARS:,} characters and may be truncated by "
+                        "the encoder (most read 256 to 512 tokens).")
+
+    label_arr = labels.to_numpy(dtype=object)
+    if splits is None:
+        train, target = _stratified(np.arange(len(texts)), label_arr)
+        target_split, source = "holdout", f"stratified {_ratio()}, seed {SPLIT_SEED}"
+    else:
+        train, target, target_split, source = _split_by_column(splits.to_numpy(dtype=object), label_arr,
+                                                               columns.split, warnings)
+    if len(set(label_arr[train])) < 2:
+        raise UserError("The training rows hold only one class; every class needs training rows, so check the "
+                        "labels and the split column.")
+
+    classes = _sorted_classes(set(label_arr))
+    code = {c: i for i, c in enumerate(classes)}
+    codes = np.array([code[c] for c in label_arr], dtype=np.int64)
+    text_list = texts.tolist()
+    report = ValidationReport(
+        rows_read=len(df), rows_kept=len(texts), empty_dropped=int(empty.sum()),
+        missing_label_dropped=int(missing.sum()), duplicates=int(dup_mask.sum()),
+        duplicates_dropped=int(dup_mask.sum()) if drop_duplicates else 0,
+        class_counts=_counts(classes, codes), split_source=source, warnings=warnings)
+    return Corpus(name=name, columns=columns, classes=classes,
+                  train_texts=[text_list[i] for i in train], train_labels=codes[train],
+                  test_texts=[text_list[i] for i in target], test_labels=codes[target],
+                  target_split=target_split, report=report)
+
+
+def _clean_texts(series: pd.Series, col: str) -> pd.Series:
+    if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+        raise UserError(f"Column '{col}' holds numbers, not texts; pass --text-col with the column that holds the texts.")
+    _reject_nested(series, col)
+    return series.map(lambda v: "" if _missing(v) else str(v).strip()).astype(object)
+
+
+def _clean_labels(series: pd.Series, col: str) -> pd.Series:
+    """Labels as strings (None where missing); whole-number floats such as 1.0 become "1"."""
+    _reject_nested(series, col)
+    if pd.api.types.is_bool_dtype(series):
+        return series.map(lambda v: None if _missing(v) else str(bool(v))).astype(object)
+    if pd.api.types.is_integer_dtype(series):  # kept exact: floats would round ids beyond 2**53
+        return series.map(lambda v: None if _missing(v) else str(int(v))).astype(object)
+    if pd.api.types.is_numeric_dtype(series):
+        return _numeric_labels(series.astype(float), col)
+    as_str = series.map(lambda v: None if _missing(v) or str(v).strip() == "" else str(v).strip()).astype(object)
+    present = as_str.notna()
+    numbers = pd.to_numeric(as_str[present], errors="coerce")
+    if present.any() and numbers.notna().all():
+        return _numeric_labels(pd.to_numeric(as_str, errors="coerce").astype(float), col)
+    return as_str
+
+
+def _numeric_labels(values: pd.Series, col: str) -> pd.Series:
+    present = values.dropna()
+    if not np.isfinite(present).all() or not (present == np.round(present)).all():
+        example = next(v for v in present if not math.isfinite(v) or v != round(v))
+        raise UserError(f"Column '{col}' looks like a continuous score, not a class label (e.g. {example:g}); "
+                        "pass --label-col with a column of class names or whole numbers.")
+    return values.map(lambda v: None if math.isnan(v) else str(int(v))).astype(object)
+
+
+def _clean_splits(series: pd.Series) -> pd.Series:
+    return series.map(lambda v: "" if _missing(v) else str(v).strip().lower()).astype(object)
+
+
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _reject_nested(series: pd.Series, col: str) -> None:
+    if series.dtype == object and series.map(lambda v: isinstance(v, (list, dict, np.ndarray))).any():
+        raise UserError(f"Column '{col}' holds lists or objects, not single values; use one text and one label per row.")
+
+
+def _duplicate_warnings(texts: pd.Series, labels: pd.Series) -> list[str]:
+    per_text = pd.DataFrame({"t": texts, "l": labels}).groupby("t", sort=False)["l"].nunique()
+    n_conflict = int(per_text.gt(1).sum())
+    if not n_conflict:
+        return []
+    return [f"{n_conflict} texts appear more than once with different labels; check them or drop duplicates."]
+
+
+def _check_enough(rows_read: int, rows_kept: int, labels: pd.Series) -> None:
+    if rows_kept == 0:
+        raise UserError(f"None of the {rows_read} rows has both a text and a label; check the text and label columns.")
+    classes = labels.unique()
+    if len(classes) < 2:
+        raise UserError(f"Only one class ('{classes[0]}') is left after cleaning; contrastive fine-tuning needs "
+                        "at least two labels.")
+    if rows_kept < MIN_ROWS:
+        raise UserError(f"Only {rows_kept} usable rows are left after cleaning; provide at least {MIN_ROWS} labelled "
+                        "texts so a train/test split is possible.")
+
+
+def _ratio() -> str:
+    held = round(HOLDOUT_FRACTION * 100)
+    return f"{100 - held}:{held}"
+
+
+def _stratified(rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded 90:10 split keeping class proportions; both halves in file order."""
+    counts = Counter(labels[rows])
+    single = sorted(c for c, n in counts.items() if n < 2)
+    if single:
+        raise UserError(f"Class '{single[0]}' has only one row, too few for a stratified train/test split; add rows "
+                        "for it or remove it.")
+    n_hold = math.ceil(HOLDOUT_FRACTION * len(rows))
+    if n_hold < len(counts) or len(rows) - n_hold < len(counts):
+        raise UserError(f"{len(rows)} rows are too few for a stratified {_ratio()} split over {len(counts)} classes; "
+                        f"provide at least {math.ceil(len(counts) / HOLDOUT_FRACTION)} rows.")
+    train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED, stratify=labels[rows])
+    return np.sort(train), np.sort(held)
+
+
+def _split_by_column(splits: np.ndarray, labels: np.ndarray, col: str,
+                     warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """train rows train; 'test' rows are the targets, else validation rows, else a stratified holdout of train."""
+    train = np.flatnonzero(splits == "train")
+    if train.size == 0:
+        raise UserError(f"Split column '{col}' has no labelled 'train' rows; mark training rows as 'train' or "
+                        "choose another split column.")
+    test = np.flatnonzero(splits == "test")
+    validation = np.flatnonzero(np.isin(splits, VALIDATION_NAMES))
+    if test.size:
+        target, target_split, used = test, "test", {"train", "test"}
+    elif validation.size:
+        target, target_split, used = validation, "validation", {"train", *VALIDATION_NAMES}
+    else:
+        warnings.append(f"Split column '{col}' has no 'test' or 'validation' rows, so a stratified "
+                        f"{round(HOLDOUT_FRACTION * 100)}% of the 'train' rows is held out instead.")
+        train, target = _stratified(train, labels)
+        return train, target, "holdout", f"stratified {_ratio()} of the '{col}' train rows, seed {SPLIT_SEED}"
+    unused = Counter(s for s in splits if s not in used)
+    if unused:
+        listed = ", ".join(f"{n} '{s or '(empty)'}'" for s, n in sorted(unused.items()))
+        warnings.append(f"Rows of split column '{col}' not used for training or evaluation: {listed}.")
+    return train, target, target_split, f"split column '{col}'"
+
+
+def _sorted_classes(classes: set[str]) -> list[str]:
+    """Numeric order when every label is an integer (2 before 10), otherwise alphabetical."""
+    if all(INT_RE.fullmatch(c) for c in classes):
+        return sorted(classes, key=int)
+    return sorted(classes)
+
+
+# ---------------------------------------------------------------- files
+
+
+def load_corpus(path: str | Path, text_col: str | None = None, label_col: str | None = None,
+                split_col: str | None = None, drop_duplicates: bool = False,
+                max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
+    """Read, detect columns and build in one call, as the CLI and the demo button do."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise UserError(f"Corpus file {path} {what}; check the path.")
+    _check_size(path.stat().st_size, path.name, max_bytes)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"Could not read {path} ({exc.strerror}); check its permissions.") from None
+    df, warnings = read_table(data, path.name, max_bytes)
+    columns = detect_columns(df, text_col, label_col, split_col)
+    return build_corpus(df, columns, name=path.stem, drop_duplicates=drop_duplicates, warnings=warnings)
+
+
+def _assets() -> Path:
+    return Path(__file__).resolve().parent.parent / "assets"
+
+
+def demo_corpus_path() -> Path:
+    return _assets() / "demo_corpus.csv"
+
+
+def demo_documents_path() -> Path:
+    return _assets() / "demo_documents.csv"

@@ -1,0 +1,40 @@
+"""Shared fixtures: an isolated ContrastLab home and a tiny random BERT (no downloads)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from tests.tiny_model import build_tiny_model  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def contrastlab_home(tmp_path_factory, monkeypatch) -> Path:
+    """Caches and run databases go to a temp dir, never the user's ~/.contrastlab."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("CONTRASTLAB_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir):
+    from core.models import load_model
+
+    return load_model(str(tiny_model_dir), device="cpu")
+
+
+def shared_data(name: str) -> Path:
+    path = SHARED_DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    return path

@@ -1,0 +1,196 @@
+"""ATA pooling (DESIGN §3.7): the weight formula, the pooling, and an ATA model end to end."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.base.modules import Transformer
+from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+from core.ata import ATAPooling, ata_weights, build_ata_model, token_weights
+from core.crops import CropPairs, to_dataset
+from tests.tiny_model import build_tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = ["the film was good", "a long story about a man and his dog who lived near the sea", "why"]
+
+
+def reference_weights(attentions: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The formula written as loops: w_t = sum_h sum_q log(P[h, q, t] * S + 1) over unpadded q, t."""
+    batch, heads, size, _ = attentions.shape
+    out = np.zeros((batch, size))
+    for b in range(batch):
+        valid = [i for i in range(size) if mask[b, i]]
+        for t in valid:
+            out[b, t] = sum(np.log(attentions[b, h, q, t] * len(valid) + 1) for h in range(heads) for q in valid)
+        out[b] /= out[b].sum()
+    return out
+
+
+def random_attention(mask: np.ndarray, heads: int = 3, seed: int = 0) -> np.ndarray:
+    """Row-stochastic attention over unpadded keys, with junk in padded rows to prove they are ignored."""
+    rng = np.random.default_rng(seed)
+    batch, size = mask.shape
+    probs = rng.random((batch, heads, size, size)) * mask[:, None, None, :] * 5
+    probs = np.exp(probs) * mask[:, None, None, :]
+    probs /= probs.sum(-1, keepdims=True)
+    pad_rows = mask[:, None, :, None] == 0
+    return np.where(pad_rows, rng.random(probs.shape), probs)
+
+
+MASK = np.array([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1, 1]])
+
+
+def test_weights_match_the_formula_with_padding():
+    attentions = random_attention(MASK)
+    got = ata_weights(torch.tensor(attentions, dtype=torch.float32), torch.tensor(MASK)).numpy()
+    np.testing.assert_allclose(got, reference_weights(attentions, MASK), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got.sum(1), 1.0, rtol=1e-6)
+    assert (got[MASK == 0] == 0).all() and (got[MASK == 1] > 0).all()
+    assert got[2, 0] == pytest.approx(1.0)  # a one-token sequence puts all weight on it
+
+
+def test_weights_ignore_probability_mass_on_padded_keys():
+    attentions = random_attention(MASK, seed=1)
+    leaky = attentions.copy()
+    leaky[1, :, :, 4:] = 0.3  # junk attention to padded keys
+    a = ata_weights(torch.tensor(attentions), torch.tensor(MASK))
+    b = ata_weights(torch.tensor(leaky), torch.tensor(MASK))
+    torch.testing.assert_close(a, b)
+
+
+def test_a_token_receiving_more_attention_gets_more_weight():
+    size = 6
+    uniform = np.full((1, 2, size, size), 1 / size)
+    anchored = uniform.copy()
+    anchored[..., :] = 0.5 / (size - 1)
+    anchored[..., 2] = 0.5  # every query sends half its attention to token 2
+    mask = torch.ones(1, size)
+    flat = ata_weights(torch.tensor(uniform), mask)[0]
+    peaked = ata_weights(torch.tensor(anchored), mask)[0]
+    torch.testing.assert_close(flat, torch.full((size,), 1 / size, dtype=torch.float32))
+    assert int(peaked.argmax()) == 2 and peaked[2] > 2 * peaked[0]
+
+
+def test_pooling_is_the_weighted_sum_of_hidden_states():
+    hidden = torch.randn(len(MASK), MASK.shape[1], 8, generator=torch.Generator().manual_seed(0))
+    attentions = torch.tensor(random_attention(MASK, heads=2), dtype=torch.float32)
+    features = {"token_embeddings": hidden, "attentions": attentions, "attention_mask": torch.tensor(MASK)}
+    out = ATAPooling(8)(features)
+    weights = reference_weights(attentions.numpy(), MASK)
+    expected = np.einsum("bs,bsd->bd", weights, hidden.numpy())
+    np.testing.assert_allclose(out["sentence_embedding"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="ATATransformer"):
+        ATAPooling(8)({"token_embeddings": hidden, "attention_mask": torch.tensor(MASK)})
+
+
+@pytest.fixture(scope="module")
+def base(tiny_model_dir) -> SentenceTransformer:
+    return SentenceTransformer(str(tiny_model_dir), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def ata(base) -> SentenceTransformer:
+    return build_ata_model(base)
+
+
+def test_tiny_model_is_deterministic_and_tokenizes_english(tmp_path, base):
+    again = SentenceTransformer(str(build_tiny_model(tmp_path / "again")), device="cpu")
+    np.testing.assert_array_equal(again.encode(TEXTS), base.encode(TEXTS))
+    assert "[UNK]" not in base.tokenizer.tokenize("Quarterly profits jumped 76% to $1.13bn.")
+
+
+def test_build_replaces_pooling_and_leaves_base_untouched(base, ata):
+    before = base.encode(TEXTS)
+    assert [type(m).__name__ for m in ata] == ["ATATransformer", "ATAPooling", "Normalize"]
+    assert type(base[0]) is Transformer and type(base[1]).__name__ == "Pooling"
+    assert base[0].auto_model.config._attn_implementation == "sdpa"
+    assert ata[0].auto_model.config._attn_implementation == "eager"
+    assert ata.get_embedding_dimension() == base.get_embedding_dimension()
+    np.testing.assert_array_equal(base.encode(TEXTS), before)
+
+
+def test_encode_equals_the_formula_on_the_raw_model(ata):
+    """Independent path: run the HF model eagerly, pool with the loop formula, L2-normalise."""
+    encoded = ata.tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = ata[0].auto_model(**encoded, output_attentions=True)
+    mask = encoded["attention_mask"].numpy()
+    weights = reference_weights(out.attentions[-1].numpy(), mask)
+    vectors = np.einsum("bs,bsd->bd", weights, out.last_hidden_state.numpy())
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.testing.assert_allclose(ata.encode(TEXTS), vectors, rtol=1e-4, atol=1e-5)
+
+
+def test_token_weights_for_the_attention_page(base, ata):
+    tokens, weights, attention = token_weights(ata, TEXTS[1])
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and "dog" in tokens
+    assert weights.shape == (len(tokens),) and attention.shape == (2, len(tokens), len(tokens))
+    np.testing.assert_allclose(weights.sum(), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
+    # a plain (sdpa) model gives the same answer through an eager copy, and stays sdpa
+    plain = token_weights(base, TEXTS[1])
+    assert plain[0] == tokens
+    np.testing.assert_allclose(plain[1], weights, rtol=1e-5)
+    assert base[0].auto_model.config._attn_implementation == "sdpa"
+
+
+# Reads a model path on stdin, so the slow library import overlaps the training in the test.
+RELOAD_SCRIPT = (
+    "import json; from core.ata import load_model; m = load_model(input(), device='cpu'); "
+    f"print(json.dumps([type(x).__name__ for x in m])); print(json.dumps(m.encode({TEXTS!r}).tolist()))"
+)
+
+
+def test_ata_model_trains_saves_and_reloads_in_a_fresh_process(tmp_path, ata):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        [sys.executable, "-c", RELOAD_SCRIPT], cwd=ROOT, env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as fresh:  # on any failure below, closing stdin ends the child
+        _train_save_and_compare(tmp_path, build_ata_model(ata), fresh)
+
+
+def _train_save_and_compare(tmp_path: Path, model: SentenceTransformer, fresh: subprocess.Popen) -> None:
+    """Train a private copy (the module-scoped fixture stays as built), save, compare with the fresh load."""
+    words = "the film was good a long story about a man and his dog who lived near the sea".split()
+    anchors = [" ".join(words[i : i + 5]) for i in range(8)]
+    positives = [" ".join(words[i + 2 : i + 7]) for i in range(8)]
+    dataset = to_dataset(CropPairs(anchors, positives, list(range(8)), skipped_docs=0, n_docs=8))
+    before = {k: v.clone() for k, v in model[0].auto_model.state_dict().items()}
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+    )
+    loss = MultipleNegativesRankingLoss(model, scale=20.0)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
+    trainer.train()
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    assert len(losses) == 4 and all(np.isfinite(losses))
+    after = model[0].auto_model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before), "training did not change the transformer"
+
+    saved = tmp_path / "ata-model"
+    model.save(str(saved))
+    expected = model.encode(TEXTS)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SentenceTransformer(str(saved), device="cpu")  # never silently loaded with another pooling
+    stdout, stderr = fresh.communicate(f"{saved}\n", timeout=180)
+    assert fresh.returncode == 0, stderr[-2000:]
+    names, vectors = stdout.strip().splitlines()[-2:]
+    assert json.loads(names) == ["ATATransformer", "ATAPooling", "Normalize"]
+    np.testing.assert_allclose(np.array(json.loads(vectors)), expected, rtol=1e-5, atol=1e-6)
