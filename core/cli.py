@@ -98,9 +98,221 @@ def _print_layers(r: dict) -> None:
         print(f"layer {row['layer']:>2}  kNN accuracy {row['knn_accuracy']:.3f}")
 
 
+# --- training, sweeps, runs, export ----------------------------------------------------------
+
+_TRAIN_FLAGS = {  # CLI flag -> (TrainConfig field, type)
+    "--recipe": ("recipe", str), "--margin": ("margin", float), "--examples": ("examples", int),
+    "--epochs": ("epochs", float), "--batch-size": ("batch_size", int), "--lr": ("lr", float),
+    "--warmup-ratio": ("warmup_ratio", float), "--seed": ("seed", int), "--freeze-layers": ("freeze_layers", int),
+    "--pooling": ("pooling", str), "--reference": ("reference", str), "--distance": ("distance", str),
+    "--mine-k": ("mine_k", int), "--threshold": ("threshold", float), "--eval-every": ("eval_every", int),
+    "--max-steps": ("max_steps", int), "--documents": ("documents", str), "--precision": ("precision", str),
+    "--crop-t": ("crop_t", int),
+}
+
+
+def _train_args(p: argparse.ArgumentParser, with_recipe: bool = True) -> None:
+    p.add_argument("corpus", nargs="?", help="corpus file (optional with --config)")
+    p.add_argument("--config", help="a saved run config (YAML or JSON); flags given here override it")
+    p.add_argument("--text-col")
+    p.add_argument("--label-col")
+    p.add_argument("--split-col")
+    p.add_argument("--model", default=None)
+    p.add_argument("--device", default=None)
+    p.add_argument("--freeze-embeddings", action="store_true", default=None)
+    for flag, (_field, kind) in _TRAIN_FLAGS.items():
+        if flag == "--recipe" and not with_recipe:
+            continue
+        p.add_argument(flag, type=kind, default=None)
+    p.add_argument("--out", help="export the finished model (and its card, config, embeddings) into this folder")
+    p.add_argument("--json", action="store_true")
+
+
+def _train_config(args, overrides: dict | None = None) -> dict:
+    """Config file first, then CLI flags, then command-specific overrides."""
+    from core.train import TrainConfig
+
+    data = TrainConfig.from_file(args.config).to_dict() if args.config else {}
+    for key in ("corpus", "text_col", "label_col", "split_col", "model", "device", "freeze_embeddings"):
+        if getattr(args, key, None) is not None:
+            data[key] = getattr(args, key)
+    for flag, (field, _kind) in _TRAIN_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        if value is not None:
+            data[field] = value
+    data.update(overrides or {})
+    if not data.get("corpus"):
+        raise UserError("Name a corpus file (or a --config that has one).")
+    cfg = TrainConfig.from_dict(data)
+    _load_corpus_for(cfg)  # fail on a bad corpus now, with exit 2, not later inside the worker
+    return cfg.to_dict()
+
+
+def _load_corpus_for(cfg) -> None:
+    from core.corpus import load_corpus
+
+    load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+
+
+def follow(store, run_id: str) -> object:
+    """Start the run's worker process and show its progress until it ends; Ctrl-C cancels it."""
+    import time
+
+    from tqdm import tqdm
+
+    from core import worker
+    from core.sweep import cancel
+
+    worker.start(store, run_id)
+    bar, phase = None, None
+    try:
+        while True:
+            run = store.get(run_id)
+            prog = run.progress
+            if prog.get("phase") != phase:
+                if bar is not None:
+                    bar.close()
+                phase = prog.get("phase")
+                bar = tqdm(total=prog.get("total") or 0, desc=phase, file=sys.stderr, leave=False)
+            if bar is not None and prog.get("total"):
+                bar.total = prog["total"]
+                bar.n = prog.get("step", 0)
+                loss = run.losses[-1]["loss"] if run.losses else None
+                bar.set_postfix_str(f"loss {loss:.4f}" if loss is not None else "", refresh=True)
+            if run.status in ("done", "failed", "cancelled"):
+                return run
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("cancelling...", file=sys.stderr)
+        cancel(store, run_id)
+        while store.get(run_id).status in ("queued", "running"):
+            time.sleep(0.5)
+        return store.get(run_id)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _finish_run(store, run, args) -> dict:
+    if run.status == "failed":
+        code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
+        raise RunFailed(code, f"run {run.id} failed: {run.error} (log: {store.run_dir(run.id) / 'worker.log'})")
+    result = {"run_id": run.id, "status": run.status, "model_path": run.artefacts.get("model"),
+              "before": run.metrics_before, "after": run.metrics_after}
+    if run.status == "done" and args.out:
+        from core.export import export_run
+
+        result["export"] = export_run(store, run.id, args.out)
+    return result
+
+
+class RunFailed(Exception):
+    """A run ended failed: exit 2 when its cause was the user's input, 1 for a crash."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def cmd_train(args, overrides: dict | None = None) -> dict:
+    from core.runs import RunStore
+
+    store = RunStore()
+    run_id = store.create("train", _train_config(args, overrides))
+    return _finish_run(store, follow(store, run_id), args)
+
+
+def cmd_crop(args) -> dict:
+    # DESIGN §3.3 defaults: batch 64, lr 2e-5, one epoch; --batches bounds the run.
+    overrides = {"recipe": args.augmentation}
+    for key, default in (("batch_size", 64), ("lr", 2e-5)):
+        if getattr(args, key) is None:
+            overrides[key] = default
+    if args.batches:
+        overrides["max_steps"] = args.batches
+    return cmd_train(args, overrides)
+
+
+def cmd_sweep(args) -> dict:
+    from core.runs import RunStore
+    from core.sweep import sweep_config
+
+    base = _train_config(args)
+    recipes = [r.strip() for r in (args.recipes or args.recipe or base["recipe"]).split(",") if r.strip()]
+    try:
+        margins = [float(m) for m in args.margins.split(",") if m.strip()]
+    except ValueError:
+        raise UserError(f"--margins must be comma-separated numbers, got '{args.margins}'.") from None
+    store = RunStore()
+    sweep_id = store.create("sweep", sweep_config(base, recipes, margins))
+    run = follow(store, sweep_id)
+    if run.status == "failed":
+        raise RunFailed(1, f"sweep {sweep_id} failed: {run.error}")
+    children = sorted(store.list(sweep_id=sweep_id, with_losses=False), key=lambda r: r.created)
+    return {"sweep_id": sweep_id, "status": run.status, "runs": [
+        {"run_id": c.id, "recipe": c.config["recipe"], "margin": c.config.get("margin"), "status": c.status,
+         "before": c.metrics_before, "after": c.metrics_after} for c in children]}
+
+
+def cmd_runs(args) -> dict:
+    from core.runs import RunStore
+
+    store = RunStore()
+    store.reap_orphans()
+    return {"runs": [
+        {"run_id": r.id, "kind": r.kind, "status": r.status, "recipe": r.config.get("recipe"),
+         "margin": r.config.get("margin"), "sweep_id": r.sweep_id, "after": r.metrics_after, "error": r.error}
+        for r in store.list(with_losses=False)]}
+
+
+def cmd_export(args) -> dict:
+    from core.export import export_run
+    from core.runs import RunStore
+
+    return export_run(RunStore(), args.run_id, args.out, embeddings=not args.no_embeddings)
+
+
+def _print_train(r: dict) -> None:
+    print(f"run {r['run_id']}: {r['status']}")
+    if r.get("model_path"):
+        print(f"model: {r['model_path']}")
+    for name in ("before", "after"):
+        m = r.get(name)
+        if m:
+            print(f"{name:>6}: P@{m['k']} {m['polarity']:.1f}  S@{m['k']} {m['similarity']:.1f}  "
+                  f"kNN {m['knn_accuracy']:.3f}")
+    if r.get("export"):
+        print(f"exported to {r['export']['dir']}")
+
+
+def _print_sweep(r: dict) -> None:
+    print(f"sweep {r['sweep_id']}: {r['status']}")
+    for c in r["runs"]:
+        after = c.get("after") or {}
+        scores = f"P {after['polarity']:.1f}  S {after['similarity']:.1f}" if after else ""
+        print(f"  {c['run_id']}  {c['recipe']:<18} margin {c['margin']!s:<6} {c['status']:<9} {scores}")
+
+
+def _print_runs(r: dict) -> None:
+    for c in r["runs"]:
+        after = c.get("after") or {}
+        scores = f"P {after['polarity']:.1f}  S {after['similarity']:.1f}" if after.get("polarity") is not None else ""
+        print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
+              f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}")
+
+
+def _print_export(r: dict) -> None:
+    print(f"exported to {r['dir']}: " + ", ".join(r["files"]))
+
+
 COMMANDS: dict[str, tuple[Callable, Callable]] = {
     "evaluate": (cmd_evaluate, _print_evaluate),
     "layers": (cmd_layers, _print_layers),
+    "train": (cmd_train, _print_train),
+    "crop": (cmd_crop, _print_train),
+    "sweep": (cmd_sweep, _print_sweep),
+    "runs": (cmd_runs, _print_runs),
+    "export": (cmd_export, _print_export),
 }
 
 
@@ -113,6 +325,23 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--k", type=int, default=16)
     ly = sub.add_parser("layers", help="kNN accuracy of every layer's mean-pooled hidden state")
     _corpus_args(ly)
+    tr = sub.add_parser("train", help="fine-tune on mined examples in a background run and evaluate before/after")
+    _train_args(tr)
+    cr = sub.add_parser("crop", help="self-supervised fine-tuning with crop (or dropout) augmentation")
+    _train_args(cr, with_recipe=False)
+    cr.add_argument("--augmentation", choices=["crop", "dropout"], default="crop")
+    cr.add_argument("--batches", type=int, default=None, help="stop after this many batches")
+    sw = sub.add_parser("sweep", help="train and evaluate a grid of (recipe, margin) configurations")
+    _train_args(sw)
+    sw.add_argument("--recipes", help="comma-separated recipes (default: --recipe)")
+    sw.add_argument("--margins", required=True, help="comma-separated margins, e.g. 0.01,0.1,1,5")
+    rs = sub.add_parser("runs", help="list runs")
+    rs.add_argument("--json", action="store_true")
+    ex = sub.add_parser("export", help="export a finished run's model, card, config and embeddings")
+    ex.add_argument("run_id")
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--no-embeddings", action="store_true")
+    ex.add_argument("--json", action="store_true")
     return parser
 
 
@@ -127,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except RunFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
     if args.json:
         print(json.dumps(result))
     else:

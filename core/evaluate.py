@@ -25,7 +25,7 @@ class EvalSettings:
     knn_metric: str = "euclidean"
     pool_factor: int = 5
     seed: int = 0
-    knn_train_max: int = 20000  # kNN reference set: the whole train split up to this size, else a seeded sample
+    knn_train_max: int = 10000  # kNN reference set: the whole train split up to this size, else a seeded sample
     linear_probe: bool = True
 
     def as_dict(self) -> dict:

@@ -1,0 +1,102 @@
+"""Export a finished run: the sentence-transformers model directory (with its card) and a zip of it,
+the run config as YAML and JSON, and embeddings as Parquet and NumPy."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from core.errors import UserError
+from core.runs import RunStore
+
+
+def safe_name(name: str, limit: int = 80) -> str:
+    """A file name that is safe on every OS: letters, digits, '.', '_' and '-' only, no leading dot."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
+    return cleaned[:limit] or "export"
+
+
+def export_name(run) -> str:
+    cfg = run.config
+    margin = cfg.get("margin")
+    tag = f"{cfg.get('recipe', run.kind)}" + (f"-m{margin}" if margin is not None else "")
+    return safe_name(f"contrastlab-{tag}-{run.id}")
+
+
+def finished_model(store: RunStore, run_id: str) -> Path:
+    """The model directory of a done run; anything else is refused (no partial model is ever exported)."""
+    run = store.get(run_id)
+    if run.status != "done":
+        raise UserError(f"Run {run_id} is {run.status}; only finished runs can be exported.")
+    path = Path(run.artefacts.get("model", ""))
+    if not (path / "modules.json").exists():
+        raise UserError(f"Run {run_id} has no saved model to export.")
+    return path
+
+
+def write_config(config: dict, dest: Path) -> list[Path]:
+    import yaml
+
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (dest / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return [dest / "config.yaml", dest / "config.json"]
+
+
+def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
+    """Embeddings of the evaluation texts (test split and the train sample), from the cache when possible."""
+    import pandas as pd
+
+    from core.encode import encode_cached
+    from core.evaluate import EvalSettings, eval_sets
+
+    sets = eval_sets(corpus, EvalSettings())
+    texts = [corpus.train_texts[i] for i in sets.train_rows] + list(corpus.test_texts)
+    labels = list(corpus.train_labels[sets.train_rows]) + list(corpus.test_labels)
+    splits = ["train"] * len(sets.train_rows) + [corpus.target_split] * len(corpus.test_texts)
+    emb = encode_cached(model, texts, progress=progress)
+    frame = pd.DataFrame({"text": texts, "label": [corpus.classes[i] for i in labels], "split": splits,
+                          "embedding": list(emb.astype(np.float32))})
+    frame.to_parquet(dest / "embeddings.parquet", index=False)
+    np.save(dest / "embeddings.npy", emb.astype(np.float32))
+    return [dest / "embeddings.parquet", dest / "embeddings.npy"]
+
+
+def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bool = True, progress=None) -> dict:
+    """Write everything into out_dir/<safe name>/ via a temp folder renamed at the end; returns the paths."""
+    model_dir = finished_model(store, run_id)
+    run = store.get(run_id)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = export_name(run)
+    final = out_dir / name
+    if final.exists():
+        raise UserError(f"{final} already exists; choose another output folder or remove it.")
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir))
+    try:
+        shutil.copytree(model_dir, staging / "model")
+        write_config(run.config, staging)
+        if embeddings:
+            from core.corpus import load_corpus
+            from core.models import load_model
+
+            cfg = run.config
+            corpus = load_corpus(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
+                                 split_col=cfg.get("split_col"))
+            write_embeddings(load_model(str(model_dir), "cpu"), corpus, staging, progress)
+        shutil.make_archive(str(staging / "model"), "zip", root_dir=staging, base_dir="model")
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return {
+        "dir": str(final),
+        "model": str(final / "model"),
+        "zip": str(final / "model.zip"),
+        "files": sorted(p.name for p in final.iterdir()),
+    }

@@ -1,0 +1,234 @@
+"""Plotly figure builders for the pages: pure functions returning go.Figure, no Streamlit.
+
+User texts reach hover labels, which plotly renders as HTML, so they are escaped and wrapped here.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import textwrap
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from core.tradeoff import pareto_front
+
+PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Alphabet
+WEBGL_ABOVE = 3000  # SVG scatter gets sluggish beyond a few thousand points
+HOVER_CHARS = 200
+
+
+def label_colours(labels: Sequence[str]) -> dict[str, str]:
+    """Colour per label from the sorted label set, so the reference and fine-tuned maps agree."""
+    return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(map(str, labels))))}
+
+
+def hover_text(text: str, limit: int = HOVER_CHARS, width: int = 60) -> str:
+    """Truncated, HTML-escaped and wrapped, so long or markup-like texts stay readable in a tooltip."""
+    short = text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return "<br>".join(html.escape(line) for line in textwrap.wrap(short, width) or [""])
+
+
+def map_figure(
+    coords: np.ndarray,
+    labels: Sequence[str],
+    texts: Sequence[str],
+    title: str,
+    highlight: int | None = None,
+    method: str = "t-SNE",
+) -> go.Figure:
+    """One scatter trace per label (legend = classes); customdata[0] is the row in `coords`, so a page can
+    map a selected point back to its text. `highlight` rings one point (e.g. the selected one)."""
+    coords = np.asarray(coords)
+    labels = [str(lab) for lab in labels]
+    if not len(coords) == len(labels) == len(texts):
+        raise ValueError("coords, labels and texts must have the same length")
+    scatter = go.Scattergl if len(coords) > WEBGL_ABOVE else go.Scatter
+    fig = go.Figure()
+    for lab, colour in label_colours(labels).items():
+        rows = [i for i, x in enumerate(labels) if x == lab]
+        fig.add_trace(scatter(
+            x=coords[rows, 0], y=coords[rows, 1], mode="markers", name=lab,
+            marker={"color": colour, "size": 6, "opacity": 0.8},
+            customdata=[[i, hover_text(texts[i])] for i in rows],
+            hovertemplate=f"<b>{html.escape(lab)}</b> · #%{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>",
+        ))
+    if highlight is not None:
+        fig.add_trace(go.Scatter(
+            x=[coords[highlight, 0]], y=[coords[highlight, 1]], mode="markers", name="selected",
+            marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
+            customdata=[[highlight, hover_text(texts[highlight])]],
+            hovertemplate="<b>selected</b> · #%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+        ))
+    fig.update_layout(title=title, legend_title_text="label", hovermode="closest")
+    fig.update_xaxes(title_text=f"{method} 1", showticklabels=False, zeroline=False)
+    fig.update_yaxes(title_text=f"{method} 2", showticklabels=False, zeroline=False, scaleanchor="x")
+    return fig
+
+
+def layer_curve_figure(
+    curves: dict[str, list[float]],
+    frozen_layers: int = 0,
+    frozen_embeddings: bool = False,
+) -> go.Figure:
+    """kNN accuracy per layer (0 = embeddings), one line per model/run; frozen layers shaded, since
+    their curve can only move through what happens below them."""
+    fig = go.Figure()
+    for name, accs in curves.items():
+        fig.add_trace(go.Scatter(
+            x=list(range(len(accs))), y=accs, mode="lines+markers", name=name,
+            hovertemplate=f"{html.escape(name)}<br>layer %{{x}}: %{{y:.3f}}<extra></extra>",
+        ))
+    x0 = -0.5 if frozen_embeddings else 0.5
+    x1 = frozen_layers + 0.5
+    if x1 > x0:
+        fig.add_vrect(x0=x0, x1=x1, fillcolor="grey", opacity=0.15, line_width=0,
+                      annotation_text="frozen", annotation_position="top left")
+    fig.update_layout(title="kNN accuracy by layer", hovermode="x unified", legend_title_text="model")
+    fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
+    fig.update_yaxes(title_text="kNN accuracy")
+    return fig
+
+
+def _margin_text(margin) -> str:
+    return "–" if margin is None or (isinstance(margin, float) and math.isnan(margin)) else f"{margin:g}"
+
+
+def tradeoff_figure(points: list[dict], k: int = 16) -> go.Figure:
+    """S@k (x) vs P@k (y) per run with sd error bars; reference as a star, runs grouped by recipe, and the
+    Pareto front (over all points, reference included) as a dashed line."""
+    fig = go.Figure()
+    groups: dict[str, list[dict]] = {}
+    for p in points:
+        groups.setdefault("reference" if p.get("is_reference") else str(p.get("recipe") or "run"), []).append(p)
+    hover = ("<b>%{customdata[0]}</b><br>recipe %{customdata[1]}, margin %{customdata[2]}"
+             f"<br>P@{k} %{{y:.1f}} ± %{{customdata[3]:.1f}}<br>S@{k} %{{x:.1f}} ± %{{customdata[4]:.1f}}"
+             "<extra></extra>")
+    for name, group in groups.items():
+        ref = name == "reference"
+        fig.add_trace(go.Scatter(
+            x=[p["similarity"] for p in group], y=[p["polarity"] for p in group], mode="markers", name=name,
+            error_x={"type": "data", "array": [p.get("similarity_sd", 0.0) for p in group], "thickness": 1},
+            error_y={"type": "data", "array": [p.get("polarity_sd", 0.0) for p in group], "thickness": 1},
+            marker={"symbol": "star" if ref else "circle", "size": 16 if ref else 9,
+                    **({"color": "black"} if ref else {})},
+            customdata=[[html.escape(str(p.get("name", ""))), html.escape(str(p.get("recipe") or "–")),
+                         _margin_text(p.get("margin")), p.get("polarity_sd", 0.0), p.get("similarity_sd", 0.0)]
+                        for p in group],
+            hovertemplate=hover,
+        ))
+    if points:
+        front = [points[i] for i in pareto_front([(p["polarity"], p["similarity"]) for p in points])]
+        fig.add_trace(go.Scatter(
+            x=[p["similarity"] for p in front], y=[p["polarity"] for p in front], mode="lines",
+            name="Pareto front", line={"dash": "dash", "color": "grey"}, hoverinfo="skip",
+        ))
+    fig.update_layout(title=f"Retrieval trade-off: polarity P@{k} vs semantic similarity S@{k}",
+                      hovermode="closest", legend_title_text="recipe")
+    fig.update_xaxes(title_text=f"S@{k}: semantic similarity (reference cosine × 100)")
+    fig.update_yaxes(title_text=f"P@{k}: polarity (same-label share × 100)")
+    return fig
+
+
+def _token_axis(tokens: Sequence[str]) -> dict:
+    """Tokens repeat ("the", "."), which a categorical axis would merge; use positions with token ticks."""
+    return {"tickmode": "array", "tickvals": list(range(len(tokens))),
+            "ticktext": [html.escape(t) for t in tokens], "tickfont": {"size": 9}}
+
+
+def attention_heatmaps(attn: np.ndarray, tokens: Sequence[str], title: str, cols: int = 4) -> go.Figure:
+    """One heatmap per head (query rows attend to key columns) plus the head-summed map, in a grid."""
+    attn = np.asarray(attn, dtype=np.float32)
+    heads, s, _ = attn.shape
+    if s != len(tokens):
+        raise ValueError(f"attention is {s} x {s} but there are {len(tokens)} tokens")
+    panels = [*attn, attn.sum(0)]
+    names = [f"head {h + 1}" for h in range(heads)] + ["sum over heads"]
+    cols = min(cols, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names,
+                        horizontal_spacing=0.06, vertical_spacing=0.12 if rows > 1 else 0.08)
+    safe = [html.escape(t) for t in tokens]
+    pair = [[f"{safe[q]} → {safe[t]}" for t in range(s)] for q in range(s)]
+    for i, (panel, name) in enumerate(zip(panels, names)):
+        summed = i == heads
+        fig.add_trace(go.Heatmap(
+            z=panel, x=list(range(s)), y=list(range(s)), text=pair, name=name,
+            coloraxis="coloraxis2" if summed else "coloraxis",
+            hovertemplate=f"{name}<br>%{{text}}<br>%{{z:.3f}}<extra></extra>",
+        ), row=i // cols + 1, col=i % cols + 1)
+    fig.update_xaxes(title_text="key token", **_token_axis(tokens))
+    fig.update_yaxes(title_text="query token", autorange="reversed", **_token_axis(tokens))
+    fig.update_layout(
+        title=title, height=max(320, 300 * rows),
+        coloraxis={"colorscale": "Blues", "cmin": 0.0, "cmax": 1.0, "colorbar": {"title": {"text": "attention"}}},
+        coloraxis2={"colorscale": "Oranges", "showscale": False},
+    )
+    return fig
+
+
+def token_weight_bars(tokens: Sequence[str], weights_ref: Sequence[float],
+                      weights_tuned: Sequence[float]) -> go.Figure:
+    """ATA token weights (§3.7), reference vs fine-tuned side by side per token."""
+    if not len(tokens) == len(weights_ref) == len(weights_tuned):
+        raise ValueError("tokens and both weight lists must have the same length")
+    x = list(range(len(tokens)))
+    safe = [html.escape(t) for t in tokens]
+    fig = go.Figure()
+    for name, weights in (("reference", weights_ref), ("fine-tuned", weights_tuned)):
+        fig.add_trace(go.Bar(x=x, y=list(weights), name=name, customdata=safe,
+                             hovertemplate=f"{name}<br>%{{customdata}}: %{{y:.3f}}<extra></extra>"))
+    fig.update_layout(title="ATA token weights", barmode="group", legend_title_text="model")
+    fig.update_xaxes(title_text="token", **_token_axis(tokens))
+    fig.update_yaxes(title_text="weight (sums to 1)")
+    return fig
+
+
+def class_balance_figure(class_counts: dict[str, dict[str, int]]) -> go.Figure:
+    """Texts per class for each split (split -> class -> count), grouped so imbalance shows at a glance."""
+    classes = sorted({str(c) for counts in class_counts.values() for c in counts})
+    fig = go.Figure()
+    for split, counts in class_counts.items():
+        named = {str(c): n for c, n in counts.items()}
+        y = [named.get(c, 0) for c in classes]
+        fig.add_trace(go.Bar(x=classes, y=y, name=split, text=y, textposition="outside",
+                             hovertemplate=f"{html.escape(split)}<br>%{{x}}: %{{y}} texts<extra></extra>"))
+    fig.update_layout(title="Class balance", barmode="group", legend_title_text="split")
+    fig.update_xaxes(title_text="class", type="category")
+    fig.update_yaxes(title_text="texts")
+    return fig
+
+
+EVAL_SERIES = {  # key in an evaluation point -> (legend name, factor to percent)
+    "polarity": ("P@k", 1.0),
+    "similarity": ("S@k", 1.0),
+    "knn_accuracy": ("kNN accuracy", 100.0),
+    "linear_accuracy": ("linear-probe accuracy", 100.0),
+}
+
+
+def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None) -> go.Figure:
+    """Training loss by step; evaluation points (P@k, S@k, accuracies, all in %) on a second y axis."""
+    series = [key for key in EVAL_SERIES if any(key in e for e in evals or [])]
+    fig = make_subplots(specs=[[{"secondary_y": bool(series)}]])
+    fig.add_trace(go.Scatter(
+        x=[p["step"] for p in losses], y=[p["loss"] for p in losses], mode="lines", name="training loss",
+        hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>",
+    ), secondary_y=False)
+    for key in series:
+        name, factor = EVAL_SERIES[key]
+        pts = [e for e in evals if key in e]
+        fig.add_trace(go.Scatter(
+            x=[e["step"] for e in pts], y=[e[key] * factor for e in pts], mode="lines+markers", name=name,
+            hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>",
+        ), secondary_y=True)
+    fig.update_layout(title="Training progress", hovermode="x unified")
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(title_text="loss", secondary_y=False)
+    if series:
+        fig.update_yaxes(title_text="score (%)", secondary_y=True)
+    return fig

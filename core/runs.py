@@ -1,0 +1,388 @@
+"""Run store: every run's config, status, timings, progress, curves, metrics and artefacts.
+
+One SQLite file (`<root>/runs.sqlite`) shared by the Streamlit app, the CLI and the detached
+worker processes, so a run survives the browser tab that started it. WAL mode lets readers go on
+while a worker commits; busy_timeout makes concurrent writers wait instead of failing. Every
+operation opens its own short connection and transaction, so no connection crosses a thread or a
+process. Loss points and evaluation points live in their own tables: appending is one INSERT,
+so two writers can never overwrite each other's points.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.errors import UserError
+
+STATUSES = ("queued", "running", "done", "failed", "cancelled")
+ACTIVE = ("queued", "running")
+DB_NAME = "runs.sqlite"
+BUSY_TIMEOUT_S = 30.0
+ORPHAN_GRACE_S = 300.0  # a queued run nobody claimed for this long will never start
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_ACTIVE_SQL = "status IN ('queued', 'running')"
+_ANY_PID = object()  # _finish: no condition on which process owns the run
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    config TEXT NOT NULL,
+    progress TEXT NOT NULL DEFAULT '{}',
+    metrics_before TEXT,
+    metrics_after TEXT,
+    artefacts TEXT NOT NULL DEFAULT '{}',
+    error TEXT,
+    pid INTEGER,
+    sweep_id TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
+CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id);
+CREATE TABLE IF NOT EXISTS losses (
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    loss REAL
+);
+CREATE INDEX IF NOT EXISTS losses_run ON losses (run_id);
+CREATE TABLE IF NOT EXISTS history (
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    point TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
+"""
+
+
+def default_root() -> Path:
+    """CONTRASTLAB_HOME if set (tests, shared installs), else `.contrastlab` in the repo."""
+    env = os.environ.get("CONTRASTLAB_HOME")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / ".contrastlab"
+
+
+@dataclass
+class Run:
+    """One row of the store, with its loss curve and evaluation history."""
+
+    id: str
+    kind: str
+    status: str
+    created: float
+    started: float | None
+    finished: float | None
+    config: dict
+    progress: dict
+    metrics_before: dict | None
+    metrics_after: dict | None
+    history: list[dict]
+    losses: list[dict]
+    artefacts: dict
+    error: str | None
+    pid: int | None
+    sweep_id: str | None
+    cancel_requested: bool
+
+    @property
+    def active(self) -> bool:
+        """Queued or running: not finished one way or another yet."""
+        return self.status in ACTIVE
+
+
+def pid_alive(pid: int) -> bool:
+    """True if the process exists and has not exited (an exited, un-waited child is a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no procfs (macOS) or the process just went away
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _json_default(obj: Any) -> Any:
+    """Metrics often arrive as numpy scalars/arrays and configs as Paths; store them as plain JSON."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def _dumps(obj: Any) -> str | None:
+    return None if obj is None else json.dumps(obj, default=_json_default)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _new_id() -> str:
+    """UTC time to the millisecond (so ids sort by creation) plus a random suffix (so two tabs never collide)."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"{stamp}-{int(now * 1000) % 1000:03d}-{secrets.token_hex(3)}"
+
+
+def _loss_point(row: sqlite3.Row) -> dict:
+    # SQLite stores NaN as NULL; a diverged loss must still show up as NaN, not vanish.
+    return {"step": row["step"], "loss": math.nan if row["loss"] is None else row["loss"]}
+
+
+class RunStore:
+    """The runs database and the artefact folders next to it."""
+
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root if root is not None else default_root()).expanduser().resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.root / DB_NAME
+        self._init_db()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        con.row_factory = sqlite3.Row
+        con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        con.execute("PRAGMA foreign_keys = ON")
+        con.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a commit costs no fsync
+        return con
+
+    def _init_db(self) -> None:
+        con = self._connect()
+        try:
+            con.execute("PRAGMA journal_mode = WAL")  # persistent: stored in the file itself
+            con.executescript(f"BEGIN IMMEDIATE;\n{_SCHEMA}\nCOMMIT;")
+        finally:
+            con.close()
+
+    @contextmanager
+    def _tx(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One connection, one transaction. Writes take the write lock up front (BEGIN IMMEDIATE)
+        so a read-modify-write can never interleave with another process's write."""
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    @staticmethod
+    def _row(con: sqlite3.Connection, run_id: str) -> sqlite3.Row:
+        row = con.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError(f"No run with id '{run_id}'; it may have been deleted — pick one from the runs list.")
+        return row
+
+    def _update_json(self, run_id: str, column: str, updates: dict, merge: bool = True) -> None:
+        with self._tx() as con:
+            current = _loads(self._row(con, run_id)[column]) if merge else None
+            value = {**(current or {}), **updates}
+            con.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (_dumps(value), run_id))
+
+    # -- create / read / delete ---------------------------------------------------------------
+
+    def create(self, kind: str, config: dict, sweep_id: str | None = None) -> str:
+        """A new queued run; its folder exists from the start so a worker can log into it."""
+        run_id = _new_id()
+        self.run_dir(run_id).mkdir(parents=True, exist_ok=True)
+        with self._tx() as con:
+            con.execute(
+                "INSERT INTO runs (id, kind, status, created, config, sweep_id) VALUES (?, ?, 'queued', ?, ?, ?)",
+                (run_id, kind, time.time(), _dumps(config), sweep_id),
+            )
+        return run_id
+
+    def get(self, run_id: str) -> Run:
+        with self._tx(write=False) as con:
+            row = self._row(con, run_id)
+            return self._build([row], con, "id = ?", (run_id,), with_losses=True)[0]
+
+    def list(self, kind: str | None = None, sweep_id: str | None = None, *, with_losses: bool = True) -> list[Run]:
+        """Newest first. `with_losses=False` skips the (long) loss curves for a quick overview table."""
+        clauses, params = ["1"], []
+        if kind is not None:
+            clauses.append("kind = ?")
+            params.append(kind)
+        if sweep_id is not None:
+            clauses.append("sweep_id = ?")
+            params.append(sweep_id)
+        where = " AND ".join(clauses)
+        with self._tx(write=False) as con:
+            rows = con.execute(f"SELECT * FROM runs WHERE {where} ORDER BY created DESC, id DESC", params).fetchall()
+            return self._build(rows, con, where, tuple(params), with_losses)
+
+    @staticmethod
+    def _build(rows: list[sqlite3.Row], con: sqlite3.Connection, where: str, params: tuple,
+               with_losses: bool) -> list[Run]:
+        """Attach curves with one query per table (not one per run), filtered like the runs."""
+        subquery = f"SELECT id FROM runs WHERE {where}"
+        losses: dict[str, list[dict]] = {}
+        if with_losses:
+            for r in con.execute(f"SELECT * FROM losses WHERE run_id IN ({subquery}) ORDER BY step, rowid", params):
+                losses.setdefault(r["run_id"], []).append(_loss_point(r))
+        history: dict[str, list[dict]] = {}
+        for r in con.execute(f"SELECT * FROM history WHERE run_id IN ({subquery}) ORDER BY rowid", params):
+            history.setdefault(r["run_id"], []).append(_loads(r["point"]))
+        return [
+            Run(
+                id=row["id"], kind=row["kind"], status=row["status"], created=row["created"],
+                started=row["started"], finished=row["finished"], config=_loads(row["config"]),
+                progress=_loads(row["progress"]), metrics_before=_loads(row["metrics_before"]),
+                metrics_after=_loads(row["metrics_after"]), history=history.get(row["id"], []),
+                losses=losses.get(row["id"], []), artefacts=_loads(row["artefacts"]), error=row["error"],
+                pid=row["pid"], sweep_id=row["sweep_id"], cancel_requested=bool(row["cancel_requested"]),
+            )
+            for row in rows
+        ]
+
+    def run_dir(self, run_id: str) -> Path:
+        """Artefact folder; the id is checked so a crafted id can never point outside the root."""
+        if not _ID_RE.fullmatch(run_id):
+            raise UserError(f"'{run_id}' is not a valid run id; pick a run from the runs list.")
+        return self.root / run_id
+
+    def delete(self, run_id: str) -> None:
+        """Remove the row, its curves and its folder; a live run must be cancelled first."""
+        run = self.get(run_id)
+        if run.active and run.pid is not None and pid_alive(run.pid):
+            raise UserError(f"Run {run_id} is still {run.status}; cancel it and wait for it to stop before deleting it.")
+        with self._tx() as con:
+            con.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def claim(self, run_id: str, pid: int) -> bool:
+        """Record the process that will execute a queued run, so the reaper watches that process
+        (and not the grace period). False if another process already claimed it."""
+        with self._tx() as con:
+            cur = con.execute("UPDATE runs SET pid = ? WHERE id = ? AND (pid IS NULL OR pid = ?)", (pid, run_id, pid))
+            return cur.rowcount == 1
+
+    def mark_running(self, run_id: str, pid: int) -> bool:
+        """queued -> running. False (nothing changed) if the run was cancelled, finished, or
+        claimed by another process meanwhile: the caller must then not execute it."""
+        with self._tx() as con:
+            cur = con.execute(
+                "UPDATE runs SET status = 'running', pid = ?, started = ? "
+                "WHERE id = ? AND status = 'queued' AND (pid IS NULL OR pid = ?)",
+                (pid, time.time(), run_id, pid),
+            )
+            return cur.rowcount == 1
+
+    def _finish(self, run_id: str, status: str, *, error: str | None = None, metrics_after: dict | None = None,
+                artefacts: dict | None = None, if_pid: int | None | object = _ANY_PID) -> bool:
+        """Move an active run to a final status. Final statuses are sticky, so a late reaper or a
+        late worker can never overwrite the other's verdict."""
+        with self._tx() as con:
+            row = self._row(con, run_id)
+            if row["status"] not in ACTIVE or (if_pid is not _ANY_PID and row["pid"] != if_pid):
+                return False
+            con.execute(
+                "UPDATE runs SET status = ?, finished = ?, error = ?, "
+                "metrics_after = COALESCE(?, metrics_after), artefacts = ? WHERE id = ?",
+                (status, time.time(), error, _dumps(metrics_after),
+                 _dumps({**_loads(row["artefacts"]), **(artefacts or {})}), run_id),
+            )
+            return True
+
+    def mark_done(self, run_id: str, metrics_after: dict | None = None, artefacts: dict | None = None) -> bool:
+        return self._finish(run_id, "done", metrics_after=metrics_after, artefacts=artefacts)
+
+    def mark_failed(self, run_id: str, error: str) -> bool:
+        return self._finish(run_id, "failed", error=error)
+
+    def mark_cancelled(self, run_id: str) -> bool:
+        return self._finish(run_id, "cancelled")
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the worker to stop; a queued run no process has claimed is cancelled right away."""
+        with self._tx() as con:
+            row = self._row(con, run_id)
+            if row["status"] == "queued" and row["pid"] is None:
+                con.execute("UPDATE runs SET status = 'cancelled', finished = ?, cancel_requested = 1 WHERE id = ?",
+                            (time.time(), run_id))
+            elif row["status"] in ACTIVE:
+                con.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
+
+    def cancel_requested(self, run_id: str) -> bool:
+        with self._tx(write=False) as con:
+            return bool(self._row(con, run_id)["cancel_requested"])
+
+    def reap_orphans(self, grace_s: float = ORPHAN_GRACE_S) -> list[str]:
+        """Fail active runs whose process is gone (killed, out of memory, machine rebooted), or
+        that sat queued and unclaimed for longer than `grace_s`. Call it when the app (re)starts
+        and whenever the runs list is shown. Returns the ids it marked failed."""
+        with self._tx(write=False) as con:
+            rows = con.execute(f"SELECT id, pid, created FROM runs WHERE {_ACTIVE_SQL}").fetchall()
+        reaped = []
+        for row in rows:
+            error = self._orphan_error(row["pid"], row["created"], grace_s)
+            if error and self._finish(row["id"], "failed", error=error, if_pid=row["pid"]):
+                reaped.append(row["id"])
+        return reaped
+
+    @staticmethod
+    def _orphan_error(pid: int | None, created: float, grace_s: float) -> str | None:
+        if pid is not None:
+            if pid_alive(pid):
+                return None
+            return (f"The worker process (pid {pid}) stopped without reporting a result — it was killed, "
+                    "ran out of memory or the machine restarted; see worker.log in the run folder.")
+        if time.time() - created > grace_s:
+            return f"The run stayed queued for over {grace_s:.0f} s without a worker picking it up; start it again."
+        return None
+
+    # -- progress, curves, metrics, artefacts ---------------------------------------------------
+
+    def set_progress(self, run_id: str, **progress: Any) -> None:
+        """Merge fields (step, total, loss, examples_per_s, eta_s, phase, ...) into the progress."""
+        self._update_json(run_id, "progress", progress)
+
+    def add_loss(self, run_id: str, step: int, loss: float) -> None:
+        self.add_losses(run_id, [(step, loss)])
+
+    def add_losses(self, run_id: str, points: Iterable[tuple[int, float]]) -> None:
+        """Append many loss points in one transaction (a worker buffers them between flushes)."""
+        with self._tx() as con:
+            con.executemany("INSERT INTO losses (run_id, step, loss) VALUES (?, ?, ?)",
+                            [(run_id, int(step), float(loss)) for step, loss in points])
+
+    def add_history(self, run_id: str, point: dict) -> None:
+        """Append one evaluation point, e.g. {"step": 100, "knn_acc": 0.8}."""
+        with self._tx() as con:
+            con.execute("INSERT INTO history (run_id, point) VALUES (?, ?)", (run_id, _dumps(point)))
+
+    def set_metrics_before(self, run_id: str, metrics: dict) -> None:
+        self._update_json(run_id, "metrics_before", metrics, merge=False)
+
+    def add_artefact(self, run_id: str, name: str, path: str) -> None:
+        self._update_json(run_id, "artefacts", {name: str(path)})

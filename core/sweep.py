@@ -1,0 +1,61 @@
+"""Margin sweeps: a grid of (recipe, margin) configurations over one corpus and reference model.
+
+Each configuration is its own run (so it can be listed, compared and exported), executed one after another
+inside the sweep's worker: a GPU is not shared well, and mining and the reference evaluation are cached,
+so they happen once for the whole sweep.
+"""
+
+from __future__ import annotations
+
+import os
+
+from core.errors import UserError
+from core.runs import RunStore
+from core.train import TrainConfig
+from core.worker import Cancelled, execute
+
+
+def sweep_config(base: dict, recipes: list[str], margins: list[float | None]) -> dict:
+    """Validate every grid point up front so a typo fails before hours of training, not in the middle."""
+    if not recipes or not margins:
+        raise UserError("A sweep needs at least one recipe and one margin.")
+    for recipe in recipes:
+        for margin in margins:
+            TrainConfig.from_dict({**base, "recipe": recipe, "margin": margin})
+    return {"base": base, "recipes": list(recipes), "margins": list(margins)}
+
+
+def grid(config: dict) -> list[dict]:
+    return [
+        {**config["base"], "recipe": recipe, "margin": margin}
+        for recipe in config["recipes"]
+        for margin in config["margins"]
+    ]
+
+
+def cancel(store: RunStore, run_id: str) -> None:
+    """Cancel a run; for a sweep also its queued and running children, which poll only their own flag."""
+    store.request_cancel(run_id)
+    for child in store.list(sweep_id=run_id, with_losses=False):
+        if child.status in ("queued", "running"):
+            store.request_cancel(child.id)
+
+
+def run_job(ctx) -> dict:
+    """Worker entry point (core.worker.JOBS['sweep']): train and evaluate each grid point as a child run."""
+    store: RunStore = ctx.store
+    points = grid(ctx.config)
+    results = []
+    for i, cfg in enumerate(points):
+        if ctx.should_stop():
+            raise Cancelled()
+        child = store.create("train", cfg, sweep_id=ctx.run_id)
+        store.claim(child, os.getpid())
+        ctx.progress(phase=f"configuration {i + 1}/{len(points)}: {cfg['recipe']} margin {cfg['margin']}",
+                     step=i, total=len(points), current_run=child)
+        execute(store, child)
+        run = store.get(child)
+        results.append({"run_id": child, "recipe": cfg["recipe"], "margin": cfg["margin"], "status": run.status,
+                        "after": run.metrics_after})
+    ctx.progress(step=len(points), total=len(points), results=results)
+    return {"runs": len(results), "done": sum(r["status"] == "done" for r in results)}

@@ -1,0 +1,374 @@
+"""Fine-tuning with sentence-transformers' own trainer: configuration, example preparation, freezing,
+pooling, progress/cancel callbacks, before/after evaluation and an atomically saved model."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Protocol
+
+from core.errors import UserError
+from core.models import DEFAULT_MODEL
+from core.worker import Cancelled
+
+POOLINGS = ("model", "mean", "cls", "max", "ata")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
+@dataclass
+class TrainConfig:
+    """Everything needed to reproduce a run; saved with it as YAML/JSON."""
+
+    corpus: str
+    text_col: str | None = None
+    label_col: str | None = None
+    split_col: str | None = None
+    documents: str | None = None  # crop / dropout: a corpus of multi-sentence documents (default: corpus)
+    model: str = DEFAULT_MODEL
+    reference: str | None = None  # frozen model for mining and S@k (default: the base model)
+    recipe: str = "triplet"
+    margin: float | None = None  # the recipe's margin or scale; None = its default
+    distance: str = "cosine"  # triplet distance (seed 000 used cosine)
+    examples: int = 2000
+    mine_k: int = 5
+    threshold: float = 0.5
+    crop_t: int = 2
+    epochs: float = 1.0
+    max_steps: int = 0  # > 0 stops after this many batches (crop experiments count batches)
+    batch_size: int = 32
+    lr: float = 3e-5
+    warmup_ratio: float = 0.1
+    seed: int = 0
+    freeze_embeddings: bool = False
+    freeze_layers: int = 0
+    pooling: str = "model"
+    precision: str = "auto"
+    eval_every: int = 0  # > 0 runs P@k/S@k/kNN every n steps (learning curves)
+    eval_k: int = 16
+    device: str | None = None
+
+    def validate(self) -> None:
+        from core.recipes import get_recipe
+
+        get_recipe(self.recipe)
+        checks = [
+            (self.examples >= 1, "The number of examples must be at least 1."),
+            (self.epochs > 0, "Epochs must be positive."),
+            (self.batch_size >= 2, "The batch size must be at least 2."),
+            (self.lr > 0, "The learning rate must be positive."),
+            (0 <= self.warmup_ratio < 1, "The warm-up ratio must be in [0, 1)."),
+            (self.freeze_layers >= 0, "The number of frozen layers must not be negative."),
+            (self.margin is None or self.margin >= 0, f"The margin must not be negative (got {self.margin})."),
+            (self.pooling in POOLINGS, f"Pooling must be one of {', '.join(POOLINGS)}."),
+            (self.precision in PRECISIONS, f"Precision must be one of {', '.join(PRECISIONS)}."),
+            (self.crop_t >= 1, "Crop size t must be at least 1 sentence."),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"Unknown config keys: {', '.join(unknown)}.")
+        if "corpus" not in data:
+            raise UserError("The config needs a 'corpus' path.")
+        cfg = cls(**data)
+        cfg.validate()
+        return cfg
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TrainConfig:
+        import yaml
+
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise UserError(f"Could not read config {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise UserError(f"Config {path} must hold a mapping of settings.")
+        return cls.from_dict(data)
+
+
+class Reporter(Protocol):
+    """Where a training run reports to (a run in the database, a test, a progress bar)."""
+
+    def progress(self, **fields) -> None: ...
+    def should_stop(self) -> bool: ...
+    def log_loss(self, step: int, loss: float) -> None: ...
+    def log_eval(self, point: dict) -> None: ...
+
+
+# --- model preparation -----------------------------------------------------------------------
+
+_LAYER = re.compile(r"(?:^|\.)(?:layer|layers|h|block|blocks)\.(\d+)\.")
+
+
+def freeze(model, embeddings: bool, first_layers: int) -> dict:
+    """Freeze the embedding layer and/or the first n transformer layers; returns parameter counts."""
+    hf = model[0].model
+    n_layers = getattr(hf.config, "num_hidden_layers", None)
+    if n_layers is not None and first_layers > n_layers:
+        raise UserError(f"Cannot freeze {first_layers} layers: the model has {n_layers}.")
+    frozen = total = 0
+    for name, param in hf.named_parameters():
+        match = _LAYER.search(name)
+        in_frozen_layer = match is not None and int(match.group(1)) < first_layers
+        is_embedding = match is None and "embeddings" in name
+        if in_frozen_layer or (embeddings and is_embedding):
+            param.requires_grad_(False)
+            frozen += param.numel()
+        total += param.numel()
+    return {"frozen_params": frozen, "total_params": total}
+
+
+def set_pooling(model, pooling: str):
+    """Swap the pooling module; 'model' keeps the model's own."""
+    if pooling == "model":
+        return model
+    if pooling == "ata":
+        from core.ata import build_ata_model
+
+        return build_ata_model(model)
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    for i, module in enumerate(model):
+        if isinstance(module, Pooling):
+            model[i] = Pooling(model[0].get_embedding_dimension(), pooling_mode=pooling)
+            return model
+    raise UserError("This model has no pooling module to replace; keep pooling 'model'.")
+
+
+def _precision_args(precision: str, device: str) -> dict:
+    import torch
+
+    if not device.startswith("cuda"):
+        return {}
+    if precision == "auto":
+        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
+
+
+# --- examples --------------------------------------------------------------------------------
+
+
+def prepare_examples(cfg: TrainConfig, corpus, reference, progress=None):
+    """Mined examples for supervised recipes, crop / dropout pairs for self-supervised ones."""
+    from core.recipes import get_recipe
+
+    recipe = get_recipe(cfg.recipe)
+    if recipe.self_supervised:
+        from core.corpus import load_corpus
+        from core.crops import crop_pairs, dropout_pairs, to_dataset
+
+        docs = corpus if not cfg.documents else load_corpus(cfg.documents)
+        texts = docs.train_texts
+        make = crop_pairs if recipe.example_format == "crop" else dropout_pairs
+        pairs = make(texts, t=cfg.crop_t, seed=cfg.seed)
+        if len(pairs.anchors) == 0:
+            raise UserError("No document has two chunks of sentences of 100-250 characters; crops need "
+                            "multi-sentence documents (pass --documents).")
+        dataset = to_dataset(pairs)
+        if len(dataset) > cfg.examples:
+            dataset = dataset.shuffle(seed=cfg.seed).select(range(cfg.examples))
+        stats = {"format": recipe.example_format, "documents": pairs.n_docs, "skipped_docs": pairs.skipped_docs,
+                 "examples": len(dataset)}
+        return dataset, stats
+    from core.evaluate import EvalSettings, eval_sets
+    from core.examples import MiningSettings, mine
+
+    # Mine among the same train rows the evaluation encodes (all of them up to knn_train_max), so the
+    # reference embeddings come from the cache instead of a second pass over a large corpus.
+    rows = eval_sets(corpus, EvalSettings()).train_rows
+    texts = [corpus.train_texts[i] for i in rows]
+    settings = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
+    examples = mine(reference, texts, corpus.train_labels[rows], recipe.example_format, settings,
+                    corpus_fp=f"{corpus.fingerprint}-{len(rows)}", progress=progress)
+    return examples.to_dataset(), examples.stats
+
+
+# --- training --------------------------------------------------------------------------------
+
+
+def _callback(reporter: Reporter):
+    from transformers import TrainerCallback
+
+    class ReportCallback(TrainerCallback):
+        """Progress, ETA, loss and cancel: checked after every optimiser step."""
+
+        def __init__(self) -> None:
+            self.t0 = time.monotonic()
+            self.examples_per_step = 0
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.t0 = time.monotonic()
+            self.examples_per_step = args.per_device_train_batch_size * max(1, args.gradient_accumulation_steps)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            elapsed = time.monotonic() - self.t0
+            step, total = state.global_step, state.max_steps
+            rate = step / elapsed if elapsed > 0 else 0.0
+            reporter.progress(phase="training", step=step, total=total, elapsed_s=round(elapsed, 2),
+                              eta_s=round((total - step) / rate, 1) if rate else None,
+                              examples_per_s=round(rate * self.examples_per_step, 1))
+            if reporter.should_stop():
+                control.should_training_stop = True
+            return control
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                reporter.log_loss(state.global_step, float(logs["loss"]))
+            evals = {k.removeprefix("eval_"): v for k, v in (logs or {}).items()
+                     if k.startswith("eval_") and not k.endswith(("runtime", "per_second"))}
+            if any(k in evals for k in ("polarity", "knn_accuracy")):
+                reporter.log_eval({"step": state.global_step, **evals})
+
+    return ReportCallback()
+
+
+def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter: Reporter | None,
+                 evaluator=None):
+    """A plain SentenceTransformerTrainer; our only additions are the callback and an evaluator."""
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.base.sampler import BatchSamplers
+    from transformers import PrinterCallback
+
+    steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)
+    total = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
+    eval_args = {}
+    if evaluator is not None and cfg.eval_every > 0:
+        eval_args = {"eval_strategy": "steps", "eval_steps": cfg.eval_every}
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out_dir),
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps if cfg.max_steps > 0 else -1,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.lr,
+        warmup_steps=int(cfg.warmup_ratio * total),
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        # In-batch negatives (MNRL, crops) must not see the same text twice in a batch.
+        batch_sampler=BatchSamplers.NO_DUPLICATES if cfg.recipe in ("mnrl", "crop", "dropout")
+        else BatchSamplers.BATCH_SAMPLER,
+        logging_steps=max(1, min(10, total // 20)),
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        **_precision_args(cfg.precision, str(model.device)),
+        **eval_args,
+    )
+    callbacks = [_callback(reporter)] if reporter is not None else []
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
+                                         evaluator=evaluator if eval_args else None, callbacks=callbacks)
+    trainer.remove_callback(PrinterCallback)  # it prints log dicts to stdout, where the CLI prints results
+    return trainer
+
+
+def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
+    """Evaluate the base model, train, evaluate again, save the model to work_dir/'model'.
+
+    The caller renames work_dir into place only when this returns, so a failed or cancelled run leaves
+    nothing exportable. Raises Cancelled when the reporter asked to stop.
+    """
+    from core.corpus import load_corpus
+    from core.evaluate import EvalSettings, TradeoffEvaluator, evaluate
+    from core.models import load_model
+    from core.recipes import get_recipe
+
+    cfg.validate()
+    recipe = get_recipe(cfg.recipe)
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+
+    def phase(name: str):
+        reporter.progress(phase=name)
+
+    phase("loading corpus and models")
+    corpus = load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    reference = load_model(cfg.reference or cfg.model, cfg.device)
+    reference.requires_grad_(False)
+    model = load_model(cfg.model, cfg.device)
+    settings = EvalSettings(k=cfg.eval_k)
+
+    def enc_progress(label):
+        return lambda name, done, total: reporter.progress(phase=f"{label}: {name}", step=done, total=total)
+
+    base_is_reference = (cfg.reference or cfg.model) == cfg.model
+    before = evaluate(reference if base_is_reference else model, reference, corpus, settings,
+                      progress=enc_progress("evaluating before"), model_name=cfg.model)
+    reporter.progress(metrics_before=before)
+    timings["evaluate_before_s"] = time.monotonic() - t0
+
+    t1 = time.monotonic()
+    phase("preparing examples")
+    dataset, example_stats = prepare_examples(cfg, corpus, reference,
+                                              progress=lambda d, t: reporter.progress(phase="mining: encoding",
+                                                                                      step=d, total=t))
+    reporter.progress(example_stats=example_stats)
+    timings["examples_s"] = time.monotonic() - t1
+    if reporter.should_stop():
+        raise Cancelled()
+
+    model = set_pooling(model, cfg.pooling)
+    freeze_stats = freeze(model, cfg.freeze_embeddings, cfg.freeze_layers)
+    loss = recipe.build_loss(model, cfg.margin, cfg.distance)
+    evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
+    trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator)
+    t2 = time.monotonic()
+    train_out = trainer.train()
+    timings["train_s"] = time.monotonic() - t2
+    if reporter.should_stop():
+        raise Cancelled()
+
+    t3 = time.monotonic()
+    after = evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
+                     model_name=f"{cfg.model} + {cfg.recipe}")
+    timings["evaluate_after_s"] = time.monotonic() - t3
+    result = {
+        "before": before,
+        "after": after,
+        "examples": example_stats,
+        "freeze": freeze_stats,
+        "train_loss": float(train_out.training_loss),
+        "steps": int(train_out.global_step),
+        "timings": {k: round(v, 2) for k, v in timings.items()},
+        "corpus": corpus.summary(),
+    }
+    phase("saving model")
+    save_model(model, work_dir / "model", cfg, result)
+    return result
+
+
+def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
+    """Save as a sentence-transformers directory, with our section appended to its model card."""
+    from core.card import contrastlab_card_section
+
+    model.save(str(path))
+    readme = path / "README.md"
+    existing = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    readme.write_text(existing.rstrip() + "\n\n" + contrastlab_card_section(cfg, result), encoding="utf-8")
+    (path / "contrastlab_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+
+
+
+def run_job(ctx) -> dict:
+    """Worker entry point (core.worker.JOBS['train']): train into the run's temp dir, then publish."""
+    cfg = TrainConfig.from_dict(ctx.config)
+    work = ctx.tmp_dir()
+    result = run_training(cfg, ctx, work)
+    ctx.store.set_metrics_before(ctx.run_id, result["before"])
+    ctx.progress(phase="done", summary={k: v for k, v in result.items() if k not in ("before", "after")})
+    ctx.commit_artefact("model", work / "model")
+    return result["after"]

@@ -1,0 +1,270 @@
+"""Background jobs: each run executes in its own detached process.
+
+Why a process and not a thread of the Streamlit server: the run must outlive the browser tab
+(and the script rerun) that started it, be stoppable without killing the app, and leave a
+trace in the database if it dies. The worker reports everything through the RunStore; the
+app only reads it. A job is a plain function `fn(ctx: JobContext) -> dict | None` named in JOBS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.errors import UserError
+from core.runs import Run, RunStore
+
+JOBS: dict[str, str] = {
+    "train": "core.train:run_job",
+    "sweep": "core.sweep:run_job",
+    "wait": "core.worker:wait_job",
+}
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOG_NAME = "worker.log"
+TMP_NAME = ".tmp"  # staged artefacts live here until the job has succeeded
+
+
+class Cancelled(Exception):
+    """Raised by a job when it stops because the user asked it to."""
+
+
+class JobContext:
+    """What a job receives: its config and folder, and cheap ways to report and to stop.
+
+    Progress and loss points are buffered and written at most every FLUSH_S seconds (and on a
+    phase change), and the cancel flag is polled at most that often, so a job may call
+    progress(), log_loss() and should_stop() on every training step.
+    """
+
+    FLUSH_S = 0.25
+
+    def __init__(self, store: RunStore, run: Run) -> None:
+        self.store = store
+        self.run_id = run.id
+        self.config = run.config
+        self.run_dir = store.run_dir(run.id)
+        self._pending_progress: dict[str, Any] = {}
+        self._pending_losses: list[tuple[int, float]] = []
+        self._phase: Any = None
+        self._last_flush = float("-inf")
+        self._last_poll = float("-inf")
+        self._stop = False
+        self._staged: dict[str, Path] = {}
+
+    def progress(self, **fields: Any) -> None:
+        """Report step, total, loss, examples_per_s, eta_s, phase, ... (merged into the run's progress)."""
+        new_phase = "phase" in fields and fields["phase"] != self._phase
+        self._phase = fields.get("phase", self._phase)
+        self._pending_progress.update(fields)
+        self._maybe_flush(force=new_phase)
+
+    def log_loss(self, step: int, loss: float) -> None:
+        self._pending_losses.append((int(step), float(loss)))
+        self._maybe_flush()
+
+    def log_eval(self, point: dict) -> None:
+        """Record an evaluation point ({"step": ..., **metrics}) immediately: they are rare and precious."""
+        self.store.add_history(self.run_id, point)
+
+    def should_stop(self) -> bool:
+        """True once a cancel was requested; the job should then raise Cancelled (or return)."""
+        now = time.monotonic()
+        if not self._stop and now - self._last_poll >= self.FLUSH_S:
+            self._last_poll = now
+            self._stop = self.store.cancel_requested(self.run_id)
+        return self._stop
+
+    def tmp_dir(self) -> Path:
+        """Where to write artefacts (models, embeddings) before they are known to be complete."""
+        path = self.run_dir / TMP_NAME
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def commit_artefact(self, name: str, tmp_path: Path | str) -> Path:
+        """Register a file or folder inside tmp_dir() as artefact `name`. It is renamed into the run
+        folder only once the job has returned successfully, so a failed or cancelled run never
+        leaves an exportable model. Returns the path it will have then."""
+        src = Path(tmp_path).resolve()
+        tmp = self.tmp_dir().resolve()
+        if tmp not in src.parents:
+            raise ValueError(f"{src} is not inside the run's tmp_dir() {tmp}")
+        if not src.exists():
+            raise FileNotFoundError(src)
+        self._staged[name] = src
+        return self.run_dir / src.relative_to(tmp)
+
+    def flush(self) -> None:
+        """Write buffered progress and loss points now."""
+        if self._pending_progress:
+            self.store.set_progress(self.run_id, **self._pending_progress)
+            self._pending_progress = {}
+        if self._pending_losses:
+            self.store.add_losses(self.run_id, self._pending_losses)
+            self._pending_losses = []
+        self._last_flush = time.monotonic()
+
+    def _maybe_flush(self, force: bool = False) -> None:
+        if force or time.monotonic() - self._last_flush >= self.FLUSH_S:
+            self.flush()
+
+    def _publish(self) -> dict[str, str]:
+        """Rename staged artefacts into the run folder (same file system, so each rename is atomic)."""
+        tmp = self.tmp_dir().resolve()
+        published = {}
+        for name, src in self._staged.items():
+            dest = self.run_dir / src.relative_to(tmp)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
+            published[name] = str(dest)
+        return published
+
+    def _discard_tmp(self) -> None:
+        shutil.rmtree(self.run_dir / TMP_NAME, ignore_errors=True)
+
+
+def _resolve(kind: str) -> Callable[[JobContext], dict | None]:
+    """Import the job lazily: the app must not pay for torch just to list runs."""
+    target = JOBS.get(kind)
+    if target is None:
+        raise UserError(f"Unknown run kind '{kind}'; expected one of: {', '.join(sorted(JOBS))}.")
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _describe(exc: BaseException) -> str:
+    """The run's error line: a UserError is already a sentence for the user; anything else gets its type."""
+    if isinstance(exc, UserError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _log_traceback(run_dir: Path, exc: BaseException) -> None:
+    with open(run_dir / LOG_NAME, "a", encoding="utf-8") as log:
+        traceback.print_exception(exc, file=log)
+
+
+def execute(store: RunStore, run_id: str) -> None:
+    """Run a queued run in this process and record how it ended.
+
+    Used by the worker process and directly by tests and `--foreground` CLI runs. Returns without
+    doing anything if the run is no longer queued (cancelled before it started, or taken by another
+    process). After a stop request, Cancelled, an early return or any other exception all end the
+    run as cancelled. Ctrl-C / SIGTERM count as a cancel and are re-raised so the caller can exit.
+    """
+    run = store.get(run_id)
+    if not store.mark_running(run_id, os.getpid()):
+        return
+    ctx = JobContext(store, run)
+    try:
+        if store.cancel_requested(run_id):
+            raise Cancelled()
+        metrics = _resolve(run.kind)(ctx)
+        ctx.flush()
+        if store.cancel_requested(run_id):  # the job returned early because it was asked to stop
+            raise Cancelled()
+        store.mark_done(run_id, metrics, ctx._publish())
+    except (Cancelled, KeyboardInterrupt) as exc:
+        ctx.flush()
+        store.mark_cancelled(run_id)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+    except Exception as exc:
+        _log_traceback(ctx.run_dir, exc)
+        ctx.flush()
+        if store.cancel_requested(run_id):  # however a job bails out after a stop request, it was cancelled
+            store.mark_cancelled(run_id)
+        else:
+            store.mark_failed(run_id, _describe(exc))
+            if isinstance(exc, UserError):  # the CLI exits 2 for input errors, 1 for crashes
+                store.set_progress(run_id, user_error=True)
+    finally:
+        ctx._discard_tmp()
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"  # worker.log shows output as it happens
+    return env
+
+
+def start(store: RunStore, run_id: str) -> int:
+    """Execute a queued run in a detached process (own session: closing the app's terminal or tab
+    does not stop it). Its output goes to <run_dir>/worker.log. Returns the worker's pid."""
+    run = store.get(run_id)
+    if run.status != "queued" or run.pid is not None:
+        raise UserError(f"Run {run_id} was already started (it is {run.status}); create a new run to train again.")
+    run_dir = store.run_dir(run_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / LOG_NAME, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "core.worker", str(store.root), run_id],
+            cwd=REPO_ROOT, env=_worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    # Wait for it in the background so a finished worker does not linger as a zombie of the app.
+    threading.Thread(target=proc.wait, name=f"worker-{proc.pid}", daemon=True).start()
+    if not store.claim(run_id, proc.pid):  # another tab started it at the same moment; ours will exit
+        raise UserError(f"Run {run_id} was started by another session at the same moment; it runs there.")
+    return proc.pid
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m core.worker ROOT RUN_ID`: the body of a worker process. Exit 0 if the run is done."""
+    parser = argparse.ArgumentParser(prog="python -m core.worker", description="Execute one queued ContrastLab run.")
+    parser.add_argument("root", help="run store root (the folder holding runs.sqlite)")
+    parser.add_argument("run_id")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` ends the run as cancelled
+    store = RunStore(args.root)
+    print(f"[worker] pid {os.getpid()} executing run {args.run_id}", flush=True)
+    try:
+        execute(store, args.run_id)
+    except KeyboardInterrupt:
+        print("[worker] interrupted", flush=True)
+    status = store.get(args.run_id).status
+    print(f"[worker] run {args.run_id} ended {status}", flush=True)
+    return 0 if status == "done" else 1
+
+
+def wait_job(ctx: JobContext) -> dict:
+    """A model-free job for smoke tests of this machinery: `steps` sleeps of `step_s` seconds with
+    progress and a loss curve, honours cancel, stages a result artefact, and raises at the end if
+    config {"fail": true} (after staging, to show the artefact is then not committed)."""
+    steps = int(ctx.config.get("steps", 10))
+    step_s = float(ctx.config.get("step_s", 0.05))
+    t0 = time.monotonic()
+    ctx.progress(phase="waiting", step=0, total=steps)
+    for step in range(1, steps + 1):
+        if ctx.should_stop():
+            raise Cancelled()
+        time.sleep(step_s)
+        elapsed = time.monotonic() - t0
+        ctx.log_loss(step, 1.0 / step)
+        ctx.progress(step=step, total=steps, loss=1.0 / step, eta_s=elapsed / step * (steps - step))
+    result = ctx.tmp_dir() / "result.json"
+    result.write_text(json.dumps({"steps": steps}))
+    ctx.commit_artefact("result", result)
+    if ctx.config.get("fail"):
+        raise RuntimeError("wait job failed on request")
+    return {"steps": steps}
+
+
+if __name__ == "__main__":
+    # Delegate to the imported module, not this __main__ copy, so JOBS entries such as
+    # "core.worker:wait_job" raise the same Cancelled class that execute() catches.
+    from core.worker import main as _main
+
+    sys.exit(_main())

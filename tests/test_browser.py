@@ -1,0 +1,141 @@
+"""End to end in headless Chromium: the real server, the real frontend, screenshots for the docs.
+
+The fixtures (server, browser, page) are meant for reuse: a training-flow test only needs `page`
+and `server` and the helpers below.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+START_TIMEOUT_S = 40
+STEP_TIMEOUT_MS = 30_000
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(f"streamlit did not answer within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, tiny_model_dir) -> Iterator[str]:
+    """`streamlit run app.py` on a free localhost port with the tiny model and a temp home; always stopped."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing; install it with `apt-get install chromium` to run browser tests")
+    home = tmp_path_factory.mktemp("browser-home")
+    log = home / "streamlit.log"
+    port = _free_port()
+    env = {**os.environ, "CONTRASTLAB_MODEL": str(tiny_model_dir), "CONTRASTLAB_HOME": str(home)}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.address", "localhost", "--server.headless", "true", "--server.fileWatcherType", "none"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://localhost:{port}"
+    try:
+        _wait_healthy(url, proc, log)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(STEP_TIMEOUT_MS)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def wait_idle(page) -> None:
+    """Until the script run finished: Streamlit shows its status widget only while a run is going."""
+    page.wait_for_selector('[data-testid="stApp"]')
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+
+
+def assert_no_errors(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "Traceback" not in page.inner_text("body")
+
+
+def screenshot(page, name: str) -> Path:
+    """A picture of the whole page: the viewport grows to the main area's height first."""
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], height)})
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / name
+    page.screenshot(path=str(path))
+    page.set_viewport_size(VIEWPORT)
+    return path
+
+
+def test_home_and_corpus_evaluation(server, page):
+    page.goto(server)
+    page.get_by_role("heading", name="ContrastLab").wait_for()
+    page.get_by_text("demo_corpus").first.wait_for()
+    wait_idle(page)
+    assert_no_errors(page)
+    screenshot(page, "home.png")
+
+    page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').get_by_text("Corpus").click()
+    page.get_by_role("heading", name="Validation report · demo_corpus").wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    wait_idle(page)
+    page.get_by_role("button", name="Run reference evaluation").click()
+    page.locator('[data-testid="stMetricLabel"]', has_text="P@16").wait_for()
+    page.locator('[data-testid="stMetricLabel"]', has_text="Linear probe accuracy").wait_for()
+    wait_idle(page)
+    assert page.get_by_role("heading", name="Corpus", exact=True).is_visible()
+    assert_no_errors(page)
+    screenshot(page, "corpus.png")

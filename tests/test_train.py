@@ -1,0 +1,137 @@
+"""Training engine on a tiny model: every recipe learns, freezing works, bad configs are refused, and the
+CLI runs a real background worker, exports, and the export reloads with the same embeddings."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.corpus import demo_corpus_path, demo_documents_path, load_corpus
+from core.errors import UserError
+from core.recipes import RECIPES, get_recipe
+from core.train import TrainConfig, freeze, make_trainer, prepare_examples
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _eval_loss(trainer, dataset) -> float:
+    return trainer.evaluate(eval_dataset=dataset)["eval_loss"]
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_every_recipe_lowers_its_loss(recipe, tiny_model_dir, tmp_path):
+    from core.models import load_model
+
+    corpus_path = demo_documents_path() if RECIPES[recipe].self_supervised else demo_corpus_path()
+    cfg = TrainConfig(corpus=str(corpus_path), model=str(tiny_model_dir), recipe=recipe, examples=48,
+                      batch_size=16, epochs=4, lr=2e-3, warmup_ratio=0.0, threshold=0.0)
+    model = load_model(str(tiny_model_dir), "cpu")
+    dataset, stats = prepare_examples(cfg, load_corpus(cfg.corpus), model)
+    assert stats["examples"] == len(dataset) == 48
+    loss = get_recipe(recipe).build_loss(model, cfg.margin, cfg.distance)
+    trainer = make_trainer(cfg, model, loss, dataset, tmp_path, reporter=None)
+    before = _eval_loss(trainer, dataset)
+    trainer.train()
+    after = _eval_loss(trainer, dataset)
+    assert np.isfinite(after) and after < before, (recipe, before, after)
+
+
+def test_freeze_embeddings_and_first_layers(tiny_model_dir):
+    from core.models import load_model
+
+    model = load_model(str(tiny_model_dir), "cpu")
+    stats = freeze(model, embeddings=True, first_layers=1)
+    for name, p in model[0].model.named_parameters():
+        frozen = name.startswith("embeddings.") or ".layer.0." in name
+        assert p.requires_grad != frozen, name
+    assert 0 < stats["frozen_params"] < stats["total_params"]
+    with pytest.raises(UserError, match="has 2"):
+        freeze(model, embeddings=False, first_layers=5)
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"recipe": "nope"}, "Unknown recipe"),
+    ({"margin": -1.0}, "must not be negative"),
+    ({"examples": 0}, "at least 1"),
+    ({"pooling": "median"}, "Pooling"),
+    ({"surprise": 1}, "Unknown config keys"),
+])
+def test_bad_configs_are_refused(bad, match):
+    with pytest.raises(UserError, match=match):
+        TrainConfig.from_dict({"corpus": "x.csv", **bad})
+
+
+def _cli(*args, env_home, timeout=240):
+    import os
+
+    env = dict(os.environ, CONTRASTLAB_HOME=str(env_home), PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=timeout)
+
+
+def test_cli_bad_inputs_exit_2(tiny_model_dir, contrastlab_home, tmp_path):
+    bad_file = tmp_path / "bad.csv"
+    bad_file.write_bytes(b"\x00\x01\x02garbage\xff\xfe")
+    for args in (
+        ["train", str(bad_file), "--model", str(tiny_model_dir)],
+        ["train", str(demo_corpus_path()), "--recipe", "nope"],
+        ["train", str(demo_corpus_path()), "--margin", "-1"],
+        ["evaluate", str(tmp_path / "missing.csv")],
+    ):
+        out = _cli(*args, env_home=contrastlab_home)
+        assert out.returncode == 2, (args, out.stderr)
+        lines = [ln for ln in out.stderr.strip().splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and "Traceback" not in out.stderr
+
+
+def test_cli_zero_examples_after_mining_exits_2(tiny_model_dir, contrastlab_home):
+    out = _cli("train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--threshold", "1.0",
+               "--examples", "16", env_home=contrastlab_home)
+    assert out.returncode == 2, out.stderr
+    assert "lower the threshold" in out.stderr
+
+
+def test_cli_train_export_reload(tiny_model_dir, contrastlab_home, tmp_path):
+    out = _cli("train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--recipe", "triplet",
+               "--margin", "0.1", "--examples", "64", "--batch-size", "16", "--lr", "1e-3", "--json",
+               "--out", str(tmp_path / "export"), env_home=contrastlab_home)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "done"
+    for key in ("polarity", "polarity_sd", "similarity", "similarity_sd", "knn_accuracy", "linear_accuracy",
+                "n_queries", "n_pool"):
+        assert key in result["before"] and key in result["after"]
+    exported = Path(result["export"]["model"])
+    assert {"model", "model.zip", "config.yaml", "config.json", "embeddings.parquet", "embeddings.npy"} <= set(
+        result["export"]["files"])
+    card = (exported / "README.md").read_text()
+    assert "ContrastLab fine-tuning" in card and "margin = 0.1" in card
+    # a clean process loading the export with plain sentence-transformers gets the same embeddings
+    texts = ["the film was good", "the market fell"]
+    script = ("import sys, json, numpy as np; from sentence_transformers import SentenceTransformer; "
+              "m = SentenceTransformer(sys.argv[1], device='cpu'); "
+              "print(json.dumps(m.encode(json.loads(sys.argv[2])).tolist()))")
+    reload = subprocess.run([sys.executable, "-c", script, str(exported), json.dumps(texts)], capture_output=True,
+                            text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert reload.returncode == 0, reload.stderr
+    from core.models import load_model
+
+    here = load_model(result["model_path"], "cpu").encode(texts)
+    np.testing.assert_allclose(np.array(json.loads(reload.stdout)), here, atol=1e-5)
+    # the run is listed, and a second export into the same folder is refused, not overwritten
+    runs = json.loads(_cli("runs", "--json", env_home=contrastlab_home).stdout)["runs"]
+    assert runs[0]["run_id"] == result["run_id"] and runs[0]["status"] == "done"
+    again = _cli("export", result["run_id"], "--out", str(tmp_path / "export"), env_home=contrastlab_home)
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_cli_sweep_trains_each_margin(tiny_model_dir, contrastlab_home):
+    out = _cli("sweep", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--recipe", "triplet",
+               "--margins", "0.1,1", "--examples", "32", "--batch-size", "16", "--json", env_home=contrastlab_home)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [r["margin"] for r in result["runs"]] == [0.1, 1.0]
+    assert all(r["status"] == "done" and r["after"]["polarity"] is not None for r in result["runs"])
