@@ -74,6 +74,11 @@ def test_bad_upload_shows_one_line_error_and_keeps_corpus(corpus_page):
         "broken.parquet is not a Parquet file (it lacks the PAR1 header); check the file or its extension."]
     assert at.subheader[0].value == "Validation report · demo_corpus"
 
+    at.text_input[0].set_value("no-such-model").run()
+    assert not at.exception
+    assert at.error[-1].value.startswith("Could not find model 'no-such-model'; tried local directory")
+    assert "**Reference model** · `model`" in [m.value for m in at.sidebar.markdown]  # unchanged
+
 
 def test_upload_replaces_corpus_and_bad_paste_shows_error(corpus_page):
     at = corpus_page

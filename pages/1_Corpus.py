@@ -1,0 +1,177 @@
+"""Corpus page: load a labelled corpus, read its validation report, and score the reference model on it."""
+
+import streamlit as st
+
+import ui
+from core.corpus import DEFAULT_MAX_BYTES, Columns, detect_columns
+from core.encode import count_overlong
+from core.errors import UserError
+from core.evaluate import EvalSettings, evaluate
+from ui.corpus_view import balance_figure, corpus_frame
+from ui.state import Table
+
+SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
+FILE_TYPES = ["csv", "tsv", "tab", "txt", "jsonl", "ndjson", "json", "parquet", "pq"]
+NO_SPLIT = "(none: hold out 10%)"
+PREVIEW_ROWS = 1000
+SETTINGS = EvalSettings()
+
+ui.page_setup("Corpus", ":material/table_view:")
+st.title("Corpus")
+st.caption("One text and one label per row, plus an optional split column (train / test / validation); "
+           "without one, a stratified 10% is held out with seed 0. Texts are never sent anywhere.")
+
+
+def choose_table() -> Table | None:
+    """The table the user gives now (a failed parse shows its message), or None while there is none."""
+    current = ui.state.table()
+    source = st.radio("Source", SOURCES, horizontal=True, key="corpus_source", persist_state="session")
+    if source == SOURCES[0]:
+        return ui.state.demo_table()
+    if source == SOURCES[1]:
+        file = st.file_uploader("CSV, TSV, JSON Lines or Parquet, with a header row", type=FILE_TYPES,
+                                max_upload_size=DEFAULT_MAX_BYTES // 2**20)
+        if file is not None:
+            return ui.state.upload_table(file)
+        if current is not None and current.source == "upload":
+            st.caption(f"Using the uploaded file **{current.name}**; upload another one to replace it.")
+            return current
+        return None
+    text = st.text_area("Paste a table with a header row (CSV, TSV or semicolon-separated)", height=150,
+                        key="corpus_paste", persist_state="session",
+                        placeholder="text,label\nThe striker scored twice in extra time.,sport\n…")
+    return ui.state.pasted_table(text) if text and text.strip() else None
+
+
+def _index(options: list[str], name: str | None) -> int | None:
+    return options.index(name) if name in options else None
+
+
+def choose_columns(table: Table) -> tuple[Columns, bool] | None:
+    """Column pickers pre-filled with what detect_columns finds; None until text and label are picked."""
+    names = [str(c) for c in table.df.columns]
+    try:
+        detected = detect_columns(table.df)
+    except UserError as exc:
+        detected = None
+        st.info(str(exc).split(";")[0] + "; pick it below.")  # the rest of core's message names CLI flags
+    text_box, label_box, split_box, dedupe_box = st.columns([2, 2, 2, 1.3], vertical_alignment="bottom")
+    text = text_box.selectbox("Text column", names, index=_index(names, detected and detected.text),
+                              key=f"text_col:{table.key}", persist_state="session", placeholder="Pick a column")
+    label = label_box.selectbox("Label column", names, index=_index(names, detected and detected.label),
+                                key=f"label_col:{table.key}", persist_state="session", placeholder="Pick a column")
+    splits = [NO_SPLIT, *names]
+    split = split_box.selectbox("Split column", splits, index=_index(splits, detected and detected.split) or 0,
+                                key=f"split_col:{table.key}", persist_state="session")
+    dedupe = dedupe_box.checkbox("Drop duplicates", key="drop_duplicates", persist_state="session",
+                                 help="Keep only the first copy of a text that appears more than once.")
+    if text is None or label is None:
+        st.info("Pick the text and the label column.")
+        return None
+    if len({text, label, split}) < 3:
+        st.error("The text, label and split columns must be different columns.")
+        return None
+    return Columns(text=text, label=label, split=None if split == NO_SPLIT else split), dedupe
+
+
+def choose_model() -> None:
+    current = ui.state.model_name()
+    typed = st.text_input("Reference model", value=current,
+                          help="A local sentence-transformers directory, or a packaged model such as "
+                               "all-MiniLM-L6-v2 (a Hugging Face id when online). Used for token counts and "
+                               "the evaluation below.")
+    if typed and typed.strip() != current:
+        with ui.guard("Switching the model") as outcome:
+            ui.state.set_model_name(typed)
+        if not outcome.failed:
+            st.rerun()
+
+
+def overlong(corpus) -> tuple[int, int] | None:
+    """(texts longer than the model's limit, the limit in tokens), once per corpus and model."""
+    cache, key = ui.state.session_cache("overlong"), (corpus.fingerprint, ui.state.model_name())
+    if key not in cache:
+        with ui.guard("Counting over-long texts"):
+            model = ui.get_model()
+            cache[key] = count_overlong(model, corpus.train_texts + corpus.test_texts), model.max_seq_length
+    return cache.get(key)
+
+
+def show_report(corpus) -> None:
+    report, too_long = corpus.report, overlong(corpus)
+    cards = st.columns(6)
+    cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
+    cards[1].metric("Rows kept", f"{report.rows_kept:,}", border=True)
+    cards[2].metric("Empty texts", f"{report.empty_dropped:,}", border=True, help="Rows dropped: no text.")
+    cards[3].metric("Missing labels", f"{report.missing_label_dropped:,}", border=True,
+                    help="Rows dropped: a text without a label.")
+    cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True,
+                    help="Dropped." if report.duplicates_dropped else "Kept; tick Drop duplicates to remove them.")
+    cards[5].metric("Over-long texts", "–" if too_long is None else f"{too_long[0]:,}", border=True,
+                    help=None if too_long is None else f"Longer than the model's {too_long[1]} tokens; "
+                                                       "truncated when encoded.")
+    st.caption(f"{len(corpus.classes)} classes · {len(corpus.train_texts):,} train and {len(corpus.test_texts):,} "
+               f"{corpus.target_split} texts · split: {report.split_source}")
+    for warning in report.warnings:
+        st.warning(warning)
+    chart, preview = st.columns(2)
+    with chart:
+        st.markdown("**Class balance**")
+        st.plotly_chart(balance_figure(corpus), config={"displayModeBar": False})
+    with preview:
+        frame = corpus_frame(corpus)
+        st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} texts")
+        st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
+
+
+def show_evaluation(corpus) -> None:
+    st.subheader("Reference evaluation")
+    st.caption(f"**P@{SETTINGS.k}**: rank-weighted share of a {corpus.target_split} text's {SETTINGS.k} nearest "
+               f"training texts that share its label (class separation). **S@{SETTINGS.k}**: their cosine to it "
+               "under the reference model (kept meaning). Both x100.")
+    model_name = ui.state.model_name()
+    results, key = ui.state.session_cache("reference_eval"), (corpus.fingerprint, model_name)
+    if key not in results:
+        slot = st.empty()  # the button goes once the result is there, as on every later rerun
+        if slot.button("Run reference evaluation", type="primary", icon=":material/play_arrow:"):
+            with ui.guard("The evaluation"), ui.progress_bar("Loading the model…") as bar:
+                model = ui.get_model()
+                results[key] = evaluate(model, model, corpus, SETTINGS, progress=bar, model_name=model_name)
+            if key in results:
+                slot.empty()
+    if key not in results:
+        return
+    r = results[key]
+    cards = st.columns(4)
+    cards[0].metric(f"P@{r['k']}", f"{r['polarity']:.1f}", border=True, help="Class separation (polarity).")
+    cards[1].metric(f"S@{r['k']}", f"{r['similarity']:.1f}", border=True, help="Kept meaning (similarity).")
+    cards[2].metric(f"kNN accuracy (k={SETTINGS.knn_k})", f"{100 * r['knn_accuracy']:.1f}%", border=True,
+                    help=f"Majority vote of the nearest of {r['n_knn_train']:,} training texts "
+                         f"({SETTINGS.knn_metric} distance).")
+    cards[3].metric("Linear probe accuracy", f"{100 * r['linear_accuracy']:.1f}%", border=True,
+                    help="Logistic regression trained on the frozen training embeddings.")
+    st.caption(f"Standard deviation over {r['n_queries']:,} targets: P {r['polarity_sd']:.1f}, "
+               f"S {r['similarity_sd']:.1f} · pool of {r['n_pool']:,} training texts")
+
+
+table: Table | None = None
+source_col, model_col = st.columns([3, 2])
+with source_col, ui.guard("Reading the table"):
+    table = choose_table()
+with model_col:
+    choose_model()
+if table is not None:
+    choice = choose_columns(table)
+    if choice is not None:
+        with ui.guard("Building the corpus"):
+            if ui.state.use_table(table, *choice):
+                st.rerun()  # the sidebar, drawn before, must show the new corpus
+elif ui.state.corpus() is not None:
+    st.info(f"The current corpus stays **{ui.state.corpus().name}** until you give another table.")
+
+corpus = ui.state.corpus()
+if corpus is None:
+    st.stop()
+st.subheader(f"Validation report · {corpus.name}")
+show_report(corpus)
+show_evaluation(corpus)

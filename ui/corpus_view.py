@@ -1,0 +1,36 @@
+"""Tables and charts of a Corpus for the pages (presentation only; the data comes from core.corpus)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from core.corpus import Corpus
+
+
+def corpus_frame(corpus: Corpus) -> pd.DataFrame:
+    """One row per kept text, train rows first: split, label, text (the texts as the model sees them)."""
+    n_train, n_test = len(corpus.train_texts), len(corpus.test_texts)
+    classes = pd.Series(corpus.classes, dtype=object)
+    return pd.DataFrame({
+        "split": ["train"] * n_train + [corpus.target_split] * n_test,
+        "label": classes.iloc[list(corpus.train_labels) + list(corpus.test_labels)].to_numpy(),
+        "text": corpus.train_texts + corpus.test_texts,
+    })
+
+
+def balance_figure(corpus: Corpus) -> go.Figure:
+    """Texts per class and split, grouped, so a class missing from the targets or a skew shows at once."""
+    summary = corpus.summary()
+    rows = [(split, label, n)
+            for split, counts in (("train", summary["class_counts_train"]),
+                                  (corpus.target_split, summary["class_counts_test"]))
+            for label, n in counts.items()]
+    df = pd.DataFrame(rows, columns=["split", "class", "texts"])
+    fig = px.bar(df, x="class", y="texts", color="split", barmode="group", text="texts")
+    fig.update_traces(textposition="outside", cliponaxis=False)
+    fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=10), legend_title_text="",
+                      legend=dict(orientation="h", y=1.12, x=0), xaxis_title=None, yaxis_title="texts")
+    fig.update_xaxes(type="category")
+    return fig

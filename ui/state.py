@@ -1,0 +1,139 @@
+"""Per-session state shared by every page: the current corpus, reference model and selected run.
+
+Pages go through these functions instead of raw st.session_state keys, so key names live in one
+place, and the demo corpus is loaded on the first page view so no page has to handle "no corpus".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns, read_pasted, read_table
+from core.models import DEFAULT_MODEL, resolve_model
+
+_CORPUS = "corpus"
+_CORPUS_KEY = "corpus_key"
+_TABLE = "corpus_table"
+_MODEL = "model_name"
+_RUN = "run_id"
+_CACHES = "session_caches"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A parsed input table, kept so its column mapping stays editable after the user leaves the page."""
+
+    source: str  # "demo", "upload" or "paste"
+    name: str
+    key: str  # identifies the input's content: a new upload or paste gives a new key
+    df: pd.DataFrame
+    warnings: tuple[str, ...] = ()
+
+
+def default_model_name() -> str:
+    """CONTRASTLAB_MODEL (tests point it at a tiny model) else the packaged default."""
+    return os.environ.get("CONTRASTLAB_MODEL") or DEFAULT_MODEL
+
+
+def init() -> None:
+    """Fill in what every page expects; loads the demo corpus only when no corpus is loaded yet."""
+    ss = st.session_state
+    ss.setdefault(_MODEL, default_model_name())
+    ss.setdefault(_RUN, None)
+    if _CORPUS not in ss:
+        table = demo_table()
+        use_table(table, detect_columns(table.df), drop_duplicates=False)
+
+
+# ---------------------------------------------------------------- corpus
+
+
+def corpus() -> Corpus | None:
+    return st.session_state.get(_CORPUS)
+
+
+def table() -> Table | None:
+    """The table the current corpus was built from."""
+    return st.session_state.get(_TABLE)
+
+
+def use_table(table: Table, columns: Columns, drop_duplicates: bool) -> bool:
+    """Make the corpus built from `table` current; True when that changed the current corpus.
+
+    Rebuilds only when the input or the mapping changed. build_corpus raises UserError on bad data,
+    in which case the previous corpus stays current.
+    """
+    key = (table.key, columns, drop_duplicates)
+    ss = st.session_state
+    if ss.get(_CORPUS_KEY) == key:
+        return False
+    built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,
+                         warnings=list(table.warnings))
+    ss[_CORPUS], ss[_CORPUS_KEY], ss[_TABLE] = built, key, table
+    return True
+
+
+def demo_table() -> Table:
+    current = table()
+    if current is not None and current.key == "demo":
+        return current
+    path = demo_corpus_path()
+    df, warnings = read_table(path.read_bytes(), path.name)
+    return Table("demo", path.stem, "demo", df, tuple(warnings))
+
+
+def upload_table(file: Any) -> Table:
+    """Parse a st.file_uploader file; the same upload is parsed once, not on every rerun."""
+    key = f"upload:{file.file_id}"
+    current = table()
+    if current is not None and current.key == key:
+        return current
+    cached = session_cache("parsed_tables")
+    if key not in cached:
+        cached.clear()  # keep only the latest upload in memory
+        df, warnings = read_table(file.getvalue(), file.name)
+        cached[key] = Table("upload", Path(file.name).stem, key, df, tuple(warnings))
+    return cached[key]
+
+
+def pasted_table(text: str) -> Table:
+    key = "paste:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    current = table()
+    if current is not None and current.key == key:
+        return current
+    df, warnings = read_pasted(text)
+    return Table("paste", "pasted table", key, df, tuple(warnings))
+
+
+# ---------------------------------------------------------------- model, run, caches
+
+
+def model_name() -> str:
+    return st.session_state.get(_MODEL) or default_model_name()
+
+
+def set_model_name(name: str) -> None:
+    """Switch the reference model; raises UserError (naming what was tried) when it cannot be found."""
+    name = name.strip()
+    resolve_model(name)
+    st.session_state[_MODEL] = name
+
+
+def run_id() -> str | None:
+    return st.session_state.get(_RUN)
+
+
+def set_run_id(run: str | None) -> None:
+    st.session_state[_RUN] = run
+
+
+def session_cache(space: str) -> dict:
+    """A dict that lives for the session, for results a rerun must not recompute (evaluations, counts)."""
+    return st.session_state.setdefault(_CACHES, {}).setdefault(space, {})
