@@ -144,14 +144,19 @@ def _train_config(args, overrides: dict | None = None) -> dict:
     if not data.get("corpus"):
         raise UserError("Name a corpus file (or a --config that has one).")
     cfg = TrainConfig.from_dict(data)
-    _load_corpus_for(cfg)  # fail on a bad corpus now, with exit 2, not later inside the worker
+    _check_inputs(cfg)
     return cfg.to_dict()
 
 
-def _load_corpus_for(cfg) -> None:
+def _check_inputs(cfg) -> None:
+    """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once."""
     from core.corpus import load_corpus
+    from core.models import resolve_model
 
     load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    resolve_model(cfg.model)
+    if cfg.reference:
+        resolve_model(cfg.reference)
 
 
 def follow(store, run_id: str) -> object:

@@ -72,19 +72,23 @@ def _cli(*args, env_home, timeout=240):
                           env=env, timeout=timeout)
 
 
-def test_cli_bad_inputs_exit_2(tiny_model_dir, contrastlab_home, tmp_path):
+def test_cli_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
+    from core.cli import main
+
     bad_file = tmp_path / "bad.csv"
     bad_file.write_bytes(b"\x00\x01\x02garbage\xff\xfe")
     for args in (
         ["train", str(bad_file), "--model", str(tiny_model_dir)],
         ["train", str(demo_corpus_path()), "--recipe", "nope"],
         ["train", str(demo_corpus_path()), "--margin", "-1"],
+        ["train", str(demo_corpus_path()), "--model", str(tmp_path / "no-such-model")],
         ["evaluate", str(tmp_path / "missing.csv")],
+        ["export", "20990101-000000-000-abcdef", "--out", str(tmp_path)],
     ):
-        out = _cli(*args, env_home=contrastlab_home)
-        assert out.returncode == 2, (args, out.stderr)
-        lines = [ln for ln in out.stderr.strip().splitlines() if ln.startswith("error:")]
-        assert len(lines) == 1 and "Traceback" not in out.stderr
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and "Traceback" not in err, err
 
 
 def test_cli_zero_examples_after_mining_exits_2(tiny_model_dir, contrastlab_home):
