@@ -19,6 +19,7 @@ from core.errors import UserError
 from core.metrics import search
 
 METHODS = ("tsne", "umap")
+PARALLEL_ABOVE = 5000
 MIN_POINTS = 5  # fewer points give no meaningful neighbourhoods (and break PCA / spectral initialisation)
 
 
@@ -44,15 +45,17 @@ def tsne(
     init: np.ndarray | None = None,
     seed: int = 0,
     perplexity: float = 30,
-    n_jobs: int = -1,
+    n_jobs: int | None = None,
 ) -> np.ndarray:
     """openTSNE map (n, 2); PCA initialisation, or `init` (e.g. the reference map) when given.
 
     openTSNE uses a supplied layout as-is and expects it at std ~1e-4 (as its own PCA initialisation is);
     a full-scale map would start with huge distances and converge poorly. So `init` is rescaled to that
-    std: the layout (relative positions) is kept, and early exaggeration then moves only what changed.
+    std with one factor for both axes: the layout and its orientation are kept, so clusters that did not
+    move start, and end, where the reference map has them.
     Gradient method "auto": Barnes-Hut below 10k points, FFT-accelerated above (openTSNE's own choice;
-    FFT has a fixed grid cost that makes small maps several times slower).
+    FFT has a fixed grid cost that makes small maps several times slower). n_jobs None: one thread below
+    PARALLEL_ABOVE points, where thread start-up costs more than it saves, all cores above.
     """
     from openTSNE import TSNE
     from openTSNE.initialization import rescale
@@ -66,7 +69,7 @@ def tsne(
         initialization=start,
         negative_gradient_method="auto",
         random_state=seed,
-        n_jobs=n_jobs,
+        n_jobs=n_jobs if n_jobs is not None else (1 if len(x) < PARALLEL_ABOVE else -1),
         verbose=False,
     )
     return np.asarray(model.fit(x), dtype=np.float32)
@@ -98,11 +101,11 @@ def umap_2d(
     return np.asarray(model.fit_transform(x), dtype=np.float32)
 
 
-def _project(method: str, emb: np.ndarray, init: np.ndarray | None, seed: int) -> np.ndarray:
+def _project(method: str, emb: np.ndarray, init: np.ndarray | None, seed: int, params: dict) -> np.ndarray:
     if method == "tsne":
-        return tsne(emb, init=init, seed=seed)
+        return tsne(emb, init=init, seed=seed, **params)
     if method == "umap":
-        return umap_2d(emb, init=init, seed=seed)
+        return umap_2d(emb, init=init, seed=seed, **params)
     raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
 
 
@@ -111,20 +114,26 @@ def aligned_maps(
     tuned_emb: np.ndarray,
     method: str = "tsne",
     seed: int = 0,
+    params: dict | None = None,
     cache: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(reference map, fine-tuned map started from the reference map), so unmoved points stay put (§3.3b)."""
+    """(reference map, fine-tuned map started from the reference map), so unmoved points stay put (§3.3b).
+
+    `params` go to tsne() (perplexity) or umap_2d() (n_neighbors, min_dist). Cached by embedding content,
+    method, seed and params; the fine-tuned entry is also keyed by the reference entry it started from.
+    """
     if method not in METHODS:
         raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
     if np.shape(ref_emb)[0] != np.shape(tuned_emb)[0]:
         raise ValueError("reference and fine-tuned embeddings must cover the same texts")
+    params = dict(params or {})
     if not cache:
-        ref_map = _project(method, ref_emb, None, seed)
-        return ref_map, _project(method, tuned_emb, ref_map, seed)
-    ref_key = (method, array_fingerprint(ref_emb), seed, "init", None)
-    ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed))
-    tuned_key = (method, array_fingerprint(tuned_emb), seed, "init", key_hash(ref_key))
-    return ref_map, cached_projection(tuned_key, lambda: _project(method, tuned_emb, ref_map, seed))
+        ref_map = _project(method, ref_emb, None, seed, params)
+        return ref_map, _project(method, tuned_emb, ref_map, seed, params)
+    ref_key = (method, array_fingerprint(ref_emb), seed, params, "init", None)
+    ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params))
+    tuned_key = (method, array_fingerprint(tuned_emb), seed, params, "init", key_hash(ref_key))
+    return ref_map, cached_projection(tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params))
 
 
 def subsample(n: int, max_points: int, labels: Sequence, seed: int = 0) -> np.ndarray:
