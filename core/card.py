@@ -30,8 +30,8 @@ def contrastlab_card_section(cfg, result: dict) -> str:
         "",
         f"- **Base model:** `{cfg.model}`",
         f"- **Reference model (mining, S@k):** `{cfg.reference or cfg.model}`",
-        f"- **Corpus:** `{cfg.corpus}` — {corpus.get('train_rows', '?')} train rows, "
-        f"{corpus.get('test_rows', '?')} {corpus.get('target_split', 'test')} rows, "
+        f"- **Corpus:** `{cfg.corpus}` — {corpus.get('rows_train', '?')} train rows, "
+        f"{corpus.get('rows_test', '?')} {corpus.get('target_split', 'test')} rows, "
         f"{corpus.get('n_classes', '?')} classes",
         f"- **Recipe:** {recipe.title} (`{cfg.recipe}`)"
         + (f", {recipe.margin_name} = {margin}" if recipe.margin_name else ""),

@@ -293,7 +293,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     t0 = time.monotonic()
 
     def phase(name: str):
-        reporter.progress(phase=name)
+        # progress fields merge, so clear the previous phase's counters
+        reporter.progress(phase=name, step=None, total=None, eta_s=None)
 
     phase("loading corpus and models")
     corpus = load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
