@@ -113,6 +113,7 @@ def test_cli_train_export_reload(tiny_model_dir, contrastlab_home, tmp_path):
         result["export"]["files"])
     card = (exported / "README.md").read_text()
     assert "ContrastLab fine-tuning" in card and "margin = 0.1" in card
+    assert "746 train rows, 83 holdout rows, 4 classes" in card
     # a clean process loading the export with plain sentence-transformers gets the same embeddings
     texts = ["the film was good", "the market fell"]
     script = ("import sys, json, numpy as np; from sentence_transformers import SentenceTransformer; "
