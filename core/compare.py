@@ -1,0 +1,233 @@
+"""Reference vs fine-tuned comparisons behind the Maps and Layers pages: which runs can be compared on a
+corpus, the data for the side-by-side maps, the neighbours of a selected point, and layer-wise curves.
+
+Everything heavy goes through the disk caches (core.encode.encode_cached, core.projection.cached_projection),
+so a page that only re-plots never re-encodes or re-projects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from core import projection
+from core.corpus import Corpus
+from core.encode import encode_cached
+from core.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate_layers
+from core.metrics import knn_accuracy
+from core.models import model_fingerprint
+from core.plots import layer_curve_figure, map_figure
+from core.runs import Run, RunStore
+
+METHOD_NAMES = {"tsne": "t-SNE", "umap": "UMAP"}
+SETTINGS = EvalSettings()  # kNN k = 10, Euclidean: the same numbers as the Corpus and Runs pages
+NEIGHBOURS = 10
+
+
+# ---------------------------------------------------------------- runs
+
+
+def finished_runs(store: RunStore, corpus: Corpus) -> list[Run]:
+    """Done train runs trained on this corpus (by content fingerprint) whose model is still on disk,
+    newest first: only these can be compared with the reference on this corpus."""
+    return [
+        run for run in store.list(kind="train", with_losses=False)
+        if run.status == "done"
+        and run.progress.get("summary", {}).get("corpus", {}).get("fingerprint") == corpus.fingerprint
+        and _model_on_disk(run)
+    ]
+
+
+def _model_on_disk(run: Run) -> bool:
+    model = run.artefacts.get("model")
+    return bool(model) and Path(model).is_dir()
+
+
+def run_label(run: Run) -> str:
+    """Recipe, margin and id: enough to tell a corpus's runs apart in pickers and legends."""
+    margin = run.config.get("margin")
+    shown = "default" if margin is None else f"{margin:g}"
+    return f"{run.config.get('recipe', 'run')} · margin {shown} · {run.id}"
+
+
+def run_reference(run: Run) -> str:
+    """The model a run was compared against while training: its reference, else its base model."""
+    return run.config.get("reference") or run.config["model"]
+
+
+# ---------------------------------------------------------------- maps
+
+
+@dataclass(frozen=True)
+class MapData:
+    """The plotted points (a stratified subsample of the encoded ones) with both models' embeddings and
+    maps; `tuned*` are None when there is no fine-tuned model to compare yet."""
+
+    method: str
+    texts: list[str]
+    labels: list[str]
+    split: list[str]
+    n_available: int  # encoded texts the plotted ones were drawn from
+    reference: np.ndarray  # (n, d) embeddings of the plotted texts
+    ref_map: np.ndarray  # (n, 2)
+    ref_knn: float
+    tuned: np.ndarray | None = None
+    tuned_map: np.ndarray | None = None
+    tuned_knn: float | None = None
+    n_test: int = 0  # test texts the kNN accuracy was measured on
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def available_points(corpus: Corpus) -> int:
+    """How many texts a map can draw from: the evaluation's training rows plus the whole test split."""
+    return len(eval_sets(corpus, SETTINGS).train_rows) + len(corpus.test_texts)
+
+
+def _phase(progress: PhaseProgress | None, label: str) -> Callable[[int, int], None] | None:
+    return (lambda done, total: progress(label, done, total)) if progress else None
+
+
+def _encode(model, corpus: Corpus, train_texts: list[str], name: str,
+            progress: PhaseProgress | None) -> tuple[np.ndarray, np.ndarray]:
+    """Train-sample and test embeddings under the same cache keys as core.evaluate, so a model the Corpus
+    page or a training run already evaluated is not encoded again."""
+    fp = model_fingerprint(model)
+    train = encode_cached(model, train_texts, fingerprint=fp,
+                          progress=_phase(progress, f"{name}: encoding train sample"))
+    test = encode_cached(model, corpus.test_texts, fingerprint=fp,
+                         progress=_phase(progress, f"{name}: encoding {corpus.target_split}"))
+    return train, test
+
+
+def _reference_map(emb: np.ndarray, method: str, seed: int) -> np.ndarray:
+    """The reference map alone, cached under the key aligned_maps gives it (same method, content, seed,
+    no params, no init), so the first run trained later starts from this very map without recomputing it."""
+    key = (method, projection.array_fingerprint(emb), seed, {}, "init", None)
+    project = projection.tsne if method == "tsne" else projection.umap_2d
+    return projection.cached_projection(key, lambda: project(emb, seed=seed))
+
+
+def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points: int = 2000, seed: int = 0,
+             progress: PhaseProgress | None = None) -> MapData:
+    """Embeddings, aligned 2-D maps (the fine-tuned one started from the reference one, §3.3b) and kNN
+    accuracy of both models; `tuned` None gives the reference map alone.
+
+    Points are drawn from the evaluation's train rows and the test split, subsampled to `max_points`
+    stratified by split and label. kNN accuracy (k = 10) classifies every test text by its nearest
+    evaluation train texts, not only the plotted ones, so it matches the Corpus and Runs pages.
+    """
+    if method not in METHOD_NAMES:
+        raise ValueError(f"unknown projection method {method!r}; choose one of {tuple(METHOD_NAMES)}")
+    sets = eval_sets(corpus, SETTINGS)
+    train_texts = [corpus.train_texts[i] for i in sets.train_rows]
+    texts = train_texts + list(corpus.test_texts)
+    codes = np.concatenate([corpus.train_labels[sets.train_rows], corpus.test_labels])
+    split = ["train"] * len(train_texts) + [corpus.target_split] * len(corpus.test_texts)
+    strata = [f"{s}\x1f{c}" for s, c in zip(split, codes)]
+    rows = projection.subsample(len(texts), max_points, strata, seed)
+
+    def embed_and_score(model, name: str) -> tuple[np.ndarray, float]:
+        train, test = _encode(model, corpus, train_texts, name, progress)
+        acc = knn_accuracy(train[sets.knn_pos], corpus.train_labels[sets.knn], test, corpus.test_labels,
+                           SETTINGS.knn_k, SETTINGS.knn_metric)
+        return np.concatenate([train, test])[rows], acc
+
+    ref_emb, ref_knn = embed_and_score(reference, "reference")
+    label = METHOD_NAMES[method]
+    common = {"method": method, "texts": [texts[i] for i in rows],
+              "labels": [corpus.classes[codes[i]] for i in rows], "split": [split[i] for i in rows],
+              "n_available": len(texts), "reference": ref_emb, "ref_knn": ref_knn,
+              "n_test": len(corpus.test_texts)}
+    if tuned is None:
+        if progress:
+            progress(f"Projecting with {label} (maps)", 0, 1)
+        return MapData(ref_map=_reference_map(ref_emb, method, seed), **common)
+    tuned_emb, tuned_knn = embed_and_score(tuned, "fine-tuned")
+    if progress:
+        progress(f"Projecting with {label} (maps)", 0, 2)
+    ref_map, tuned_map = projection.aligned_maps(ref_emb, tuned_emb, method, seed)
+    return MapData(ref_map=ref_map, tuned=tuned_emb, tuned_map=tuned_map, tuned_knn=tuned_knn, **common)
+
+
+def map_title(name: str, accuracy: float, data: MapData) -> str:
+    return (f"{name} · kNN accuracy {accuracy:.1%} "
+            f"<sup>(all {data.n_test:,} test texts, k={SETTINGS.knn_k})</sup>")
+
+
+def map_figures(data: MapData, reference_name: str, tuned_name: str | None = None,
+                highlight: int | None = None) -> tuple[go.Figure, go.Figure | None]:
+    """(reference figure, fine-tuned figure or None): same label colours, kNN accuracy in each title."""
+    method = METHOD_NAMES[data.method]
+    ref = map_figure(data.ref_map, data.labels, data.texts, map_title(reference_name, data.ref_knn, data),
+                     highlight, method)
+    if data.tuned_map is None:
+        return ref, None
+    tuned = map_figure(data.tuned_map, data.labels, data.texts,
+                       map_title(tuned_name or "fine-tuned", data.tuned_knn, data), highlight, method)
+    return ref, tuned
+
+
+class Neighbours(NamedTuple):
+    reference: pd.DataFrame
+    tuned: pd.DataFrame
+    overlap: float  # share of the reference neighbours the fine-tuned model kept
+
+
+def neighbours(data: MapData, index: int, k: int = NEIGHBOURS) -> Neighbours:
+    """The k cosine neighbours of one plotted point under each model, among the plotted points, marked
+    kept (under both), lost (reference only) or new (fine-tuned only)."""
+    if data.tuned is None:
+        raise ValueError("neighbour changes need a fine-tuned model")
+    changes = projection.neighbour_changes(data.reference, data.tuned, index, k)
+    kept = set(changes["kept"])
+
+    def frame(idx: list[int], scores: list[float], other: str) -> pd.DataFrame:
+        return pd.DataFrame({
+            "status": ["kept" if i in kept else other for i in idx],
+            "cosine": np.round(scores, 3),
+            "label": [data.labels[i] for i in idx],
+            "split": [data.split[i] for i in idx],
+            "text": [data.texts[i] for i in idx],
+        })
+
+    return Neighbours(frame(changes["ref"], changes["ref_scores"], "lost"),
+                      frame(changes["tuned"], changes["tuned_scores"], "new"), changes["overlap"])
+
+
+# ---------------------------------------------------------------- layers
+
+
+def layer_curves(models: dict[str, object], corpus: Corpus,
+                 progress: PhaseProgress | None = None) -> dict[str, list[float]]:
+    """kNN accuracy of every layer (0 = embeddings) per named model, from one cached forward pass per batch."""
+    out = {}
+    for name, model in models.items():
+        prefixed = (lambda label, done, total, name=name: progress(f"{name}: {label}", done, total)) \
+            if progress else None
+        out[name] = [p["knn_accuracy"] for p in evaluate_layers(model, corpus, SETTINGS, prefixed)]
+    return out
+
+
+def layers_figure(curves: dict[str, list[float]], runs: list[Run]) -> go.Figure:
+    """All curves on one plot with the runs' frozen layers shaded; runs frozen differently each get their
+    own (overlapping, so darker where more runs froze) band naming them."""
+    spans: dict[tuple[int, bool], list[str]] = {}
+    for run in runs:
+        span = (int(run.config.get("freeze_layers") or 0), bool(run.config.get("freeze_embeddings")))
+        if span != (0, False):
+            spans.setdefault(span, []).append(run.id)
+    if len(spans) <= 1:
+        return layer_curve_figure(curves, *next(iter(spans), (0, False)))
+    fig = layer_curve_figure(curves)
+    for (layers, embeddings), ids in spans.items():
+        fig.add_vrect(x0=-0.5 if embeddings else 0.5, x1=layers + 0.5, fillcolor="grey", opacity=0.1,
+                      line_width=0, annotation_text=f"frozen in {', '.join(ids)}", annotation_position="top right")
+    return fig

@@ -1,0 +1,54 @@
+"""Picking the finished run(s) a comparison page shows: only done train runs of the current corpus qualify,
+and the session's selected run is the default when it is one of them, so pages agree on "the run"."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.compare import finished_runs, run_label
+from core.corpus import Corpus
+from core.runs import Run, RunStore
+from ui import state
+from ui.nav import ROOT
+
+TRAIN_PAGE = "pages/2_Train.py"
+NO_RUN = "No finished run for this corpus yet — train one on the Train page."
+
+
+def no_run_message() -> None:
+    """What to do next when nothing can be compared; the link only once the Train page exists."""
+    st.info(NO_RUN, icon=":material/info:")
+    if (ROOT / TRAIN_PAGE).exists():
+        st.page_link(TRAIN_PAGE, label="Train a model", icon=":material/model_training:")
+
+
+def _select(key: str) -> None:
+    """Make the picked run the session's run, so the other pages show it too."""
+    state.set_run_id(st.session_state[key])
+
+
+def pick_run(corpus: Corpus, key: str) -> Run | None:
+    """One finished run of this corpus (the session's run, else the newest), or None after saying how to
+    get one."""
+    runs = {run.id: run for run in finished_runs(RunStore(), corpus)}
+    if not runs:
+        no_run_message()
+        return None
+    ids = list(runs)
+    current = state.run_id()
+    picked = st.selectbox("Fine-tuned run", ids, index=ids.index(current) if current in runs else 0,
+                          format_func=lambda run_id: run_label(runs[run_id]), key=key,
+                          on_change=_select, args=(key,))
+    return runs[picked]
+
+
+def pick_runs(corpus: Corpus, key: str) -> list[Run]:
+    """Any number of finished runs of this corpus, starting with the session's run (else the newest)."""
+    runs = {run.id: run for run in finished_runs(RunStore(), corpus)}
+    if not runs:
+        no_run_message()
+        return []
+    current = state.run_id()
+    picked = st.multiselect("Fine-tuned runs", list(runs), default=[current if current in runs else next(iter(runs))],
+                            format_func=lambda run_id: run_label(runs[run_id]), key=key)
+    return [runs[run_id] for run_id in picked]
