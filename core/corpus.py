@@ -520,3 +520,44 @@ def demo_corpus_path() -> Path:
 
 def demo_documents_path() -> Path:
     return _assets() / "demo_documents.csv"
+
+
+def persist_table(df: pd.DataFrame, columns: Columns, drop_duplicates: bool = False) -> Path:
+    """The mapped columns of an in-memory table (an upload, a paste) as a Parquet file that a run's
+    TrainConfig.corpus can name, so a background worker and a later rerun read the same rows.
+
+    Written once per content under CONTRASTLAB_HOME/corpora/<content hash>.parquet (temp file, then
+    rename); the same table gives the same path. With drop_duplicates the rows build_corpus would drop
+    are left out, so load_corpus on the file gives the corpus the page showed.
+    """
+    import os
+    import tempfile
+
+    from core.runs import default_root
+
+    wanted = [c for c in (columns.text, columns.label, columns.split) if c is not None]
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise UserError(f"There is no column named '{missing[0]}'; the columns are: {', '.join(map(str, df.columns))}.")
+    frame = df[wanted].reset_index(drop=True)
+    if drop_duplicates:
+        texts = _clean_texts(frame[columns.text], columns.text)
+        usable = texts.ne("") & _clean_labels(frame[columns.label], columns.label).notna()
+        frame = frame[~(usable & texts.where(usable).duplicated())].reset_index(drop=True)
+    digest = hashlib.sha256(json.dumps([wanted, [str(t) for t in frame.dtypes]]).encode("utf-8"))
+    digest.update(frame.isna().to_numpy().tobytes())  # a missing cell and the text "nan" must differ
+    digest.update(pd.util.hash_pandas_object(frame.astype(str), index=False).to_numpy().tobytes())
+    folder = default_root() / "corpora"
+    path = folder / f"{digest.hexdigest()[:16]}.parquet"
+    if path.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".corpus-", suffix=".parquet.tmp", dir=folder)
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -139,3 +139,40 @@ def test_home_and_corpus_evaluation(server, page):
     assert page.get_by_role("heading", name="Corpus", exact=True).is_visible()
     assert_no_errors(page)
     screenshot(page, "corpus.png")
+
+
+def test_train_run_live_then_runs_and_export(server, page):
+    """Demo corpus -> a tiny triplet run started from the Train page, followed live to the end -> the run
+    listed, exported and downloadable on the Runs & export page."""
+    page.goto(server)
+    page.get_by_text("demo_corpus").first.wait_for()
+    page.locator('[data-testid="stSidebar"]').get_by_role("link", name="Train").click()
+    page.get_by_role("heading", name="Train", exact=True).wait_for()
+    wait_idle(page)
+    for label, value in (("Examples (N)", "32"), ("Batch size", "16"), ("Evaluate every n steps (0 = off)", "1")):
+        box = page.get_by_role("spinbutton", name=label)
+        box.fill(value)
+        box.press("Enter")
+        wait_idle(page)
+    page.get_by_role("button", name="Preview examples").click()
+    page.locator('[data-testid="stMetricLabel"]', has_text="Removed by threshold").wait_for()
+    wait_idle(page)
+    page.get_by_role("button", name="Start training").click()
+    page.locator('[data-testid="stMetricDelta"]').first.wait_for(timeout=120_000)  # after vs before: done
+    page.get_by_text("Base model, before training").wait_for(state="detached")  # the live panel's last view
+    page.locator(".js-plotly-plot").first.wait_for()
+    wait_idle(page)
+    assert "run=" in page.url  # a reload or second tab on this URL shows the same run
+    assert_no_errors(page)
+    screenshot(page, "train.png")
+
+    page.locator('[data-testid="stSidebar"]').get_by_role("link", name="Runs & export").click()
+    page.get_by_role("heading", name="Runs & export").wait_for()
+    wait_idle(page)
+    page.get_by_role("button", name="Export").click()
+    page.get_by_role("button", name="Model (zip)").wait_for(timeout=60_000)
+    page.get_by_role("button", name="Export").wait_for(state="detached")
+    page.mouse.move(0, 0)  # no tooltip in the picture
+    wait_idle(page)
+    assert_no_errors(page)
+    screenshot(page, "runs.png")

@@ -1,0 +1,92 @@
+"""Runs & export page: every run in a table; select, compare, cancel or delete runs; export a finished run
+(model zip with its card, embeddings as Parquet, config as YAML) and download its plots."""
+
+import streamlit as st
+
+import ui
+from ui import runs_view
+
+ui.page_setup("Runs & export", ":material/inventory_2:")
+store = runs_view.store()
+reaped = store.reap_orphans()
+selected = runs_view.current_run(store, fallback="newest")
+st.title("Runs & export")
+st.caption("Every training run and sweep, as recorded by its worker process. Each is reproducible from its "
+           "config: `python -m core train --config config.yaml`.")
+if reaped:
+    st.warning(f"{len(reaped)} run(s) whose worker process had stopped without a result were marked failed.")
+flash = ui.state.session_cache("runs_page").pop("flash", None)
+if flash:
+    st.success(flash)
+
+runs = store.list(with_losses=False)
+if not runs:
+    st.info("No runs yet: start one on the Train page.")
+    st.page_link("pages/2_Train.py", label="Go to the Train page", icon=":material/model_training:")
+    st.stop()
+
+runs_view.runs_table(runs, key="runs:table")
+ids = [r.id for r in runs]
+by_id = {r.id: r for r in runs}
+
+
+def _pick() -> None:
+    runs_view.select(st.session_state["runs:pick"])
+
+
+start = ids.index(selected.id) if selected is not None and selected.id in by_id else 0
+picked = st.selectbox("Selected run", ids, index=start, key="runs:pick", on_change=_pick,
+                      format_func=lambda i: runs_view.run_label(by_id[i]))
+run = store.get(picked)
+
+with st.container(border=True):
+    runs_view.live_run(store, run.id, key="runs:live")
+    export_col, delete_col = st.columns([4, 1])
+    with export_col:
+        if run.status == "done" and run.kind == "train":
+            folder = runs_view.find_export(run)
+            slot = st.empty()  # the button goes once the export is there, as on every later rerun
+            if folder is None and slot.button("Export", type="primary", icon=":material/ios_share:",
+                                              help="Model directory with its card (zipped), embeddings of the "
+                                                   "evaluation texts as Parquet and NumPy, config as YAML and JSON."):
+                with ui.guard("The export"):
+                    folder = runs_view.export(store, run)
+                    slot.empty()
+            if folder is not None:
+                runs_view.download_buttons(folder, key=f"runs:download:{run.id}")
+        elif run.kind == "train":
+            st.caption("Only a finished (done) run can be exported.")
+    with delete_col.popover("Delete run", icon=":material/delete:"):
+        st.markdown(f"Delete run `{run.id}`, its curves and its saved model? Exports stay where they are.")
+        delete = st.button("Delete permanently", type="primary", key="runs:delete")
+    if delete:  # outside the popover, so a refusal stays visible
+        with ui.guard("Deleting the run") as outcome:
+            runs_view.delete(store, run)
+        if not outcome.failed:
+            ui.state.session_cache("runs_page")["flash"] = f"Deleted run {run.id}."
+            st.rerun()
+
+if len(runs) >= 2:
+    st.subheader("Compare two runs")
+    left, right = st.columns(2)
+    a_id = left.selectbox("Run A", ids, index=ids.index(run.id), key="runs:a",
+                          format_func=lambda i: runs_view.run_label(by_id[i]))
+    b_id = right.selectbox("Run B", ids, index=1 if ids.index(run.id) == 0 else 0, key="runs:b",
+                           format_func=lambda i: runs_view.run_label(by_id[i]))
+    if a_id == b_id:
+        st.info("Pick two different runs.")
+    else:
+        a, b = store.get(a_id), store.get(b_id)
+        metrics_col, config_col = st.columns(2)
+        with metrics_col:
+            st.markdown("**Metrics** (P@k and S@k x100, accuracies in %)")
+            st.dataframe(runs_view.metrics_frame([a, b]).style.format("{:.1f}", na_rep="–"))
+        with config_col:
+            diff = runs_view.config_diff(a, b)
+            st.markdown(f"**Settings that differ** ({len(diff)})")
+            if diff.empty:
+                st.caption("The two runs have the same config.")
+            else:
+                st.dataframe(diff, hide_index=True)
+        if a.losses or b.losses:
+            runs_view.plot(runs_view.losses_figure([a, b]), f"losses-{a.id}-vs-{b.id}", key="runs:compare:plot")

@@ -1,0 +1,235 @@
+"""Train and Runs & export pages through AppTest, on the tiny model: recipes, example preview, a run started
+from the page (executed in-process instead of a worker process, to stay fast), the live panel's end states,
+cancel, the runs table, compare, delete and export."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import core.worker
+from core.corpus import Columns, demo_corpus_path, load_corpus, persist_table
+from core.recipes import RECIPES
+from core.runs import RunStore
+from core.train import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
+TINY_RUN = {"train:examples": 48, "train:batch:sup": 16}
+
+
+@pytest.fixture
+def app(monkeypatch, tiny_model_dir) -> AppTest:
+    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
+
+
+def open_page(at: AppTest, page: str) -> AppTest:
+    at.run()
+    return at.switch_page(page).run()
+
+
+@pytest.fixture
+def train_page(app) -> AppTest:
+    return open_page(app, "pages/2_Train.py")
+
+
+@pytest.fixture
+def synchronous_worker(monkeypatch):
+    """worker.start runs the job to its end in this process, so the page's next render sees it finished."""
+    monkeypatch.setattr(core.worker, "start", lambda store, run_id: core.worker.execute(store, run_id) or os.getpid())
+
+
+@pytest.fixture
+def idle_worker(monkeypatch):
+    """worker.start does nothing: the run stays queued, as while a real worker is still starting."""
+    monkeypatch.setattr(core.worker, "start", lambda store, run_id: 0)
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def metrics(at: AppTest) -> dict:
+    return {m.label: m for m in at.metric}
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def store() -> RunStore:
+    return RunStore()
+
+
+def trained_run(model_dir: Path) -> str:
+    """A finished tiny training run, made without the pages."""
+    runs = store()
+    config = TrainConfig(corpus=str(demo_corpus_path()), model=str(model_dir), examples=32, batch_size=16)
+    run_id = runs.create("train", config.to_dict())
+    core.worker.execute(runs, run_id)
+    assert runs.get(run_id).status == "done"
+    return run_id
+
+
+def test_train_page_offers_every_recipe_grouped(train_page):
+    at = train_page
+    no_errors(at)
+    supervised = at.selectbox(key="train:recipe:Supervised")
+    assert supervised.options == [r.title for r in RECIPES.values() if not r.self_supervised]
+    assert at.selectbox(key="train:margin:triplet").value == 0.1
+
+    supervised.set_value("cosine").run()
+    no_errors(at)
+    assert "Margin" not in [s.label for s in at.selectbox]  # CosineSimilarityLoss has no margin
+
+    at.get("button_group")[0].set_value("Self-supervised").run()
+    no_errors(at)
+    assert at.selectbox(key="train:recipe:Self-supervised").options == [
+        r.title for r in RECIPES.values() if r.self_supervised]
+    assert at.selectbox(key="train:margin:crop").label == "Scale"
+    assert at.radio(key="train:docs").value == "Demo documents"
+    assert at.number_input(key="train:batch:ss").value == 64  # DESIGN §3.3 defaults for crops
+
+
+def test_preview_mines_examples_and_shows_counts(train_page):
+    at = train_page
+    button(at, "Preview examples").click().run()
+    no_errors(at)
+    cards = metrics(at)
+    assert int(cards["Available"].value.replace(",", "")) >= int(cards["Used (N)"].value.replace(",", "")) > 0
+    assert "Removed by threshold" in cards
+    assert list(at.dataframe[0].value.columns) == ["anchor", "positive", "negative"]
+
+    at.number_input(key="train:threshold").set_value(1.0).run()
+    button(at, "Preview examples").click().run()
+    assert not at.exception
+    assert at.error[0].value.startswith("Mining found no triplet examples at cosine threshold 1.0")
+
+    at.get("button_group")[0].set_value("Self-supervised").run()
+    button(at, "Preview crops").click().run()
+    no_errors(at)
+    assert {"Documents", "Skipped documents", "Pairs used"} <= metrics(at).keys()
+    assert list(at.dataframe[0].value.columns) == ["anchor", "positive"]
+
+
+def test_start_trains_and_shows_before_after_in_any_tab(train_page, synchronous_worker, app):
+    at = train_page
+    for key, value in TINY_RUN.items():
+        at.number_input(key=key).set_value(value)
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = store().list()
+    assert run.kind == "train" and run.status == "done"
+    assert run.config["examples"] == 48 and run.config["reference"] == run.config["model"]
+    assert run.config["corpus"] == str(demo_corpus_path())
+    assert at.query_params["run"] == run.id
+    assert f"**Run** · `{run.id}`" in [m.value for m in at.sidebar.markdown]
+    assert any("badge[:material/check_circle: done]" in m.value for m in at.markdown)
+    cards = metrics(at)
+    assert {"P@16", "S@16", "kNN accuracy", "Linear probe"} <= cards.keys()
+    assert cards["P@16"].delta.startswith(("+", "-"))
+    assert len(at.get("plotly_chart")) == 1  # loss curve
+
+    second = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
+    second.query_params["run"] = run.id  # a second tab, or a reload, on the same URL
+    open_page(second, "pages/2_Train.py")
+    no_errors(second)
+    assert any(run.id in m.value and "done" in m.value for m in second.markdown)
+
+
+def test_cancel_marks_a_run_cancelled_and_sweep_starts(train_page, idle_worker):
+    at = train_page
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = store().list()
+    assert any("badge[:material/schedule: queued]" in m.value for m in at.markdown)
+    assert button(at, "Start training").disabled  # one run at a time from this page
+    button(at, "Cancel run").click().run()
+    at.run()
+    no_errors(at)
+    assert store().get(run.id).status == "cancelled"
+    assert at.warning[0].value == "The run was cancelled; no model was saved."
+
+    at.text_input(key="train:sweep:triplet").set_value("0.1, 1").run()
+    button(at, "Start sweep").click().run()
+    no_errors(at)
+    sweep = store().list(kind="sweep")[0]
+    assert sweep.config["margins"] == [0.1, 1.0] and sweep.config["recipes"] == ["triplet"]
+
+
+def test_run_from_an_uploaded_corpus_reads_a_saved_copy(app, idle_worker):
+    rows = "".join(f"sentence {i} about topic {i % 2},{'ab'[i % 2]}\n" for i in range(30))
+    at = open_page(app, "pages/1_Corpus.py")
+    at.radio(key="corpus_source").set_value("Upload a file").run()
+    at.file_uploader[0].upload("mine.csv", ("text,label\n" + rows).encode(), "text/csv").run()
+    at.switch_page("pages/2_Train.py").run()
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = store().list()
+    saved = Path(run.config["corpus"])
+    assert saved.parent == Path(os.environ["CONTRASTLAB_HOME"]) / "corpora"
+    assert len(load_corpus(saved, run.config["text_col"], run.config["label_col"]).train_texts) == 27
+
+
+def test_failed_run_shows_its_error_line_and_log(app):
+    runs = store()
+    run_id = runs.create("train", {"corpus": "x.csv"})
+    runs.mark_failed(run_id, "Corpus file x.csv does not exist; check the path.")
+    app.query_params["run"] = run_id
+    at = open_page(app, "pages/2_Train.py")
+    assert not at.exception
+    assert at.error[0].value == "The run failed: Corpus file x.csv does not exist; check the path."
+    assert any(c.value.startswith("Full log: `") and c.value.endswith("worker.log`") for c in at.main.caption)
+
+
+def test_runs_page_lists_compares_exports_and_deletes(app, tiny_model_dir):
+    done_id = trained_run(tiny_model_dir)
+    runs = store()
+    active = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), recipe="mnrl", margin=10.0)
+    active_id = runs.create("train", active.to_dict())
+    runs.claim(active_id, os.getpid())  # a live worker owns it
+    app.query_params["run"] = done_id
+    at = open_page(app, "pages/7_Runs.py")
+    no_errors(at)
+    table = at.dataframe[0].value
+    assert set(table["run"]) == {done_id, active_id}
+    assert table.set_index("run").loc[done_id, "status"] == "done"
+    assert at.selectbox(key="runs:pick").value == done_id
+    assert "**Settings that differ** (4)" in [m.value for m in at.markdown]  # recipe, margin, examples, batch
+
+    button(at, "Export").click().run()
+    no_errors(at)
+    assert {"Model (zip)", "Embeddings (Parquet)", "Config (YAML)"} <= {b.label for b in at.get("download_button")}
+    [export] = (Path(os.environ["CONTRASTLAB_HOME"]) / "exports").iterdir()
+    assert {"model.zip", "embeddings.parquet", "config.yaml"} <= {p.name for p in export.iterdir()}
+
+    at.selectbox(key="runs:pick").set_value(active_id).run()
+    button(at, "Delete permanently").click().run()
+    assert not at.exception
+    assert at.error[0].value.startswith(f"Run {active_id} is still queued; cancel it")
+    assert runs.get(active_id).active
+
+    at.selectbox(key="runs:pick").set_value(done_id).run()
+    button(at, "Delete permanently").click().run()
+    no_errors(at)
+    assert at.success[0].value == f"Deleted run {done_id}."
+    assert [r.id for r in runs.list()] == [active_id]
+
+
+def test_persist_table_is_atomic_content_addressed_and_dedupes(tmp_path):
+    df = pd.read_csv(demo_corpus_path())
+    doubled = pd.concat([df, df.head(5)], ignore_index=True)
+    columns = Columns(text="text", label="label", split=None)
+    path = persist_table(doubled, columns)
+    assert path.parent == Path(os.environ["CONTRASTLAB_HOME"]) / "corpora" and path.suffix == ".parquet"
+    assert persist_table(doubled, columns) == path  # reused
+    deduped = persist_table(doubled, columns, drop_duplicates=True)
+    assert deduped != path
+    assert len(load_corpus(path).train_texts) > len(load_corpus(deduped).train_texts)
+    assert not list(path.parent.glob(".*"))  # no temp files left
