@@ -497,6 +497,28 @@ def load_corpus(path: str | Path, text_col: str | None = None, label_col: str | 
                 max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
     """Read, detect columns and build in one call, as the CLI and the demo button do."""
     path = Path(path)
+    df, warnings = _read_file(path, max_bytes)
+    columns = detect_columns(df, text_col, label_col, split_col)
+    return build_corpus(df, columns, name=path.stem, drop_duplicates=drop_duplicates, warnings=warnings)
+
+
+def load_documents(path: str | Path, text_col: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
+    """Just the non-empty texts of a file, in order: crop augmentation needs documents, not labels."""
+    path = Path(path)
+    df, _ = _read_file(path, max_bytes)
+    names = [str(c) for c in df.columns]
+    col = (_resolve(names, text_col, "text") if text_col
+           else next(iter(_known(names, TEXT_NAMES, set())), None) or _guess_text(df, set()))
+    if col is None:
+        raise UserError(f"Could not tell which column of {path.name} holds the documents "
+                        f"(columns: {', '.join(names)}); pass --text-col NAME.")
+    texts = [t for t in _clean_texts(df[col], col).tolist() if isinstance(t, str) and t]
+    if not texts:
+        raise UserError(f"Column '{col}' of {path.name} has no texts.")
+    return texts
+
+
+def _read_file(path: Path, max_bytes: int) -> tuple[pd.DataFrame, list[str]]:
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise UserError(f"Corpus file {path} {what}; check the path.")
@@ -505,9 +527,7 @@ def load_corpus(path: str | Path, text_col: str | None = None, label_col: str | 
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"Could not read {path} ({exc.strerror}); check its permissions.") from None
-    df, warnings = read_table(data, path.name, max_bytes)
-    columns = detect_columns(df, text_col, label_col, split_col)
-    return build_corpus(df, columns, name=path.stem, drop_duplicates=drop_duplicates, warnings=warnings)
+    return read_table(data, path.name, max_bytes)
 
 
 def _assets() -> Path:

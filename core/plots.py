@@ -227,7 +227,7 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None) -> go
             hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>",
         ), secondary_y=True)
     fig.update_layout(title="Training progress", hovermode="x unified")
-    fig.update_xaxes(title_text="step")
+    fig.update_xaxes(title_text="step", tickformat="d")  # steps are whole numbers, also on short runs
     fig.update_yaxes(title_text="loss", secondary_y=False)
     if series:
         fig.update_yaxes(title_text="score (%)", secondary_y=True)

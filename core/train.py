@@ -169,11 +169,11 @@ def prepare_examples(cfg: TrainConfig, corpus, reference, progress=None):
 
     recipe = get_recipe(cfg.recipe)
     if recipe.self_supervised:
-        from core.corpus import load_corpus
+        from core.corpus import load_documents
         from core.crops import crop_pairs, dropout_pairs, to_dataset
 
-        docs = corpus if not cfg.documents else load_corpus(cfg.documents)
-        texts = docs.train_texts
+        # The corpus's own train split keeps its test texts unseen; a separate documents file is used whole.
+        texts = load_documents(cfg.documents) if cfg.documents else corpus.train_texts
         make = crop_pairs if recipe.example_format == "crop" else dropout_pairs
         pairs = make(texts, t=cfg.crop_t, seed=cfg.seed)
         if len(pairs.anchors) == 0:

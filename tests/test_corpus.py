@@ -327,3 +327,13 @@ def test_real_sst2_uses_validation_targets():
 def test_real_trec_six_classes_with_test_split():
     c = load_corpus(shared("trec.csv"))
     assert (len(c.classes), len(c.test_texts), c.target_split) == (6, 500, "test")
+
+
+def test_load_documents_needs_no_labels(tmp_path):
+    from core.corpus import load_documents
+
+    path = tmp_path / "docs.csv"
+    path.write_text("document\nFirst doc. Second sentence.\n\n  \nAnother doc.\n", encoding="utf-8")
+    assert load_documents(path) == ["First doc. Second sentence.", "Another doc."]
+    with pytest.raises(UserError, match="no text column named"):
+        load_documents(path, text_col="body")
