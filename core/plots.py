@@ -227,7 +227,8 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None) -> go
             hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>",
         ), secondary_y=True)
     fig.update_layout(title="Training progress", hovermode="x unified")
-    fig.update_xaxes(title_text="step", tickformat="d")  # steps are whole numbers, also on short runs
+    last = max([p["step"] for p in losses] + [e["step"] for e in evals or []] + [1])
+    fig.update_xaxes(title_text="step", dtick=max(1, round(last / 10)))  # whole steps, also on short runs
     fig.update_yaxes(title_text="loss", secondary_y=False)
     if series:
         fig.update_yaxes(title_text="score (%)", secondary_y=True)

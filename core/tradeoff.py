@@ -1,8 +1,29 @@
-"""The P@k / S@k trade-off across runs (DESIGN §1 Trade-off, §3.1): which runs are worth keeping."""
+"""The P@k / S@k trade-off across runs (DESIGN §1 Trade-off, §3.1): which runs are worth keeping, what a
+margin does to the mined triplets before any training, and small-budget "quick" runs for the margin slider."""
 
 from __future__ import annotations
 
 import math
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+import plotly.graph_objects as go
+
+from core import worker
+from core.corpus import Corpus
+from core.errors import UserError
+from core.examples import MiningSettings, active_share
+from core.runs import ACTIVE, Run, RunStore
+
+# The quick model's budget: small enough to train in seconds on a CPU. Runs whose config has exactly this
+# budget are "quick" (TrainConfig rejects extra keys, so the budget itself is the mark).
+QUICK_BUDGET = {"examples": 256, "epochs": 1.0, "batch_size": 16, "max_steps": 0, "eval_every": 0}
+# The margin slider's stops: dense where the cosine-distance triplet constraint changes (below ~1), then the
+# large margins of DESIGN §3.1 that are never satisfied (distances lie in [0, 2]).
+MARGIN_STEPS = (0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 7.5, 10.0)
+
+PhaseProgress = Callable[[str, int, int], None]
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -19,3 +40,195 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
     front = [i for i in valid if not dominated(i)]
     return sorted(front, key=lambda i: (points[i][0], -points[i][1], i))
+
+
+# --- trade-off points ----------------------------------------------------------------------------------
+
+_SCORES = ("polarity", "polarity_sd", "similarity", "similarity_sd")
+
+
+def is_quick(config: dict) -> bool:
+    """A run trained with the quick budget (by the margin slider's button, or by hand with the same budget)."""
+    full = _full_config(config) or config
+    return all(full.get(key) == value for key, value in QUICK_BUDGET.items())
+
+
+def _source(model) -> str:
+    """What a loaded model was loaded from (core.models.load_model records it); identity as a fallback."""
+    return str(getattr(model, "contrastlab_source", f"model-{id(model)}"))
+
+
+def _judged_by(run: Run, reference) -> bool:
+    """True when the run's stored S@k was judged by this reference model, so its stored scores compare."""
+    from core.models import resolve_model
+
+    try:
+        return resolve_model(run.config.get("reference") or run.config.get("model")) == _source(reference)
+    except UserError:
+        return False
+
+
+def _margin(run: Run) -> float | None:
+    """The margin the run trained with: its config's, else its recipe's default."""
+    from core.recipes import RECIPES
+
+    margin = run.config.get("margin")
+    recipe = RECIPES.get(run.config.get("recipe", ""))
+    return margin if margin is not None or recipe is None else recipe.default_margin
+
+
+def tradeoff_points(
+    store: RunStore,
+    corpus: Corpus,
+    reference,
+    k: int = 16,
+    load_model: Callable[[str], object] | None = None,
+    progress: PhaseProgress | None = None,
+    memo: dict | None = None,
+) -> list[dict]:
+    """The reference point and one point per finished train run on this corpus, all at P@k / S@k.
+
+    A run's stored metrics are used when they were computed at this k and judged by this reference;
+    otherwise its saved model is loaded (`load_model(path)`, e.g. the app's model cache) and scored again,
+    which only re-ranks cached embeddings. `memo` (e.g. a session dict) keeps points between calls, so a
+    newly finished run adds one evaluation and not one per run.
+    """
+    from core.compare import finished_runs  # imported here: core.compare -> core.plots -> this module
+    from core.evaluate import EvalSettings, evaluate
+
+    if load_model is None:
+        from core.models import load_model as load
+
+        def load_model(path: str):
+            return load(path, str(getattr(reference, "device", "cpu")))
+
+    memo = {} if memo is None else memo
+    settings = EvalSettings(k=k)
+    ref_key = (_source(reference), corpus.fingerprint, k)
+    runs = finished_runs(store, corpus)[::-1]  # oldest first: the legend follows the order of training
+    points = []
+    for i, run in enumerate([None, *runs]):
+        key = (*ref_key, run.id if run else "reference")
+        if key not in memo:
+            if progress:
+                progress("scoring runs", i, len(runs) + 1)
+            if run is None:
+                metrics = evaluate(reference, reference, corpus, settings, progress=progress)
+            elif run.config.get("eval_k", 16) == k and _judged_by(run, reference):
+                metrics = run.metrics_after
+            else:
+                metrics = evaluate(load_model(run.artefacts["model"]), reference, corpus, settings, progress=progress)
+            memo[key] = _point(run, metrics)
+        points.append(memo[key])
+    return points
+
+
+def _point(run: Run | None, metrics: dict) -> dict:
+    scores = {key: float(metrics[key]) for key in _SCORES}
+    if run is None:
+        return {"name": "reference model", "run_id": None, "is_reference": True,
+                "quick": False, "recipe": None, "margin": None, **scores}
+    quick = is_quick(run.config)
+    return {"name": f"{run.id}{' (quick)' if quick else ''}", "run_id": run.id, "is_reference": False,
+            "quick": quick, "recipe": run.config.get("recipe"), "margin": _margin(run), **scores}
+
+
+# --- margin constraint share -----------------------------------------------------------------------------
+
+# (reference, corpus fingerprint, settings) -> reference embeddings of the mined (anchor, positive, negative).
+# Keyed weakly by the model object: the slider calls this on every move, and even the model fingerprint
+# (a pass over the weights) is too slow for that; a model dropped from the app's cache drops its entries.
+_TRIPLETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def mined_triplet_embeddings(reference, corpus: Corpus, settings: MiningSettings = MiningSettings()
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reference embeddings of the triplets a triplet run with these settings trains on.
+
+    Mines exactly as core.train.prepare_examples does (same rows, same cache), and reads the embeddings
+    from the encoding mining already cached: every triplet text is one of the mined rows.
+    """
+    from core.encode import encode_cached
+    from core.evaluate import EvalSettings, eval_sets
+    from core.examples import mine
+    from core.models import model_fingerprint
+
+    per_model = _TRIPLETS.setdefault(reference, {})
+    key = (corpus.fingerprint, settings)
+    if key not in per_model:
+        rows = eval_sets(corpus, EvalSettings()).train_rows
+        texts = [corpus.train_texts[i] for i in rows]
+        fingerprint = model_fingerprint(reference)
+        examples = mine(reference, texts, corpus.train_labels[rows], "triplet", settings,
+                        corpus_fp=f"{corpus.fingerprint}-{len(rows)}")
+        embeddings = encode_cached(reference, texts, fingerprint=fingerprint)
+        row_of = {text: i for i, text in enumerate(texts)}
+        frame = examples.frame
+        per_model[key] = tuple(embeddings[[row_of[t] for t in frame[col]]] for col in ("anchor", "positive", "negative"))
+    return per_model[key]
+
+
+def margin_constraint_share(reference, corpus: Corpus, margins: list[float], distance: str = "cosine",
+                            settings: MiningSettings = MiningSettings()) -> list[tuple[float, float]]:
+    """(margin, share of mined triplets whose constraint d(a,p) + margin > d(a,n) is active) per margin.
+
+    Active triplets are the ones that still push the model during training, so this shows what a margin will
+    do before any training (DESIGN §3.1). The first call mines and encodes (cached on disk); later calls for
+    the same reference and corpus only compare cached vectors.
+    """
+    ref_a, ref_p, ref_n = mined_triplet_embeddings(reference, corpus, settings)
+    return [(float(m), active_share(ref_a, ref_p, ref_n, float(m), distance)) for m in margins]
+
+
+def margin_share_figure(shares: list[tuple[float, float]], current: float) -> go.Figure:
+    """Share of active triplets vs margin, margins evenly spaced (they span 0 to 10), the current one marked."""
+    labels = [f"{m:g}" for m, _ in shares]
+    values = [100 * s for _, s in shares]
+    fig = go.Figure(go.Scatter(x=labels, y=values, mode="lines+markers", name="active share",
+                               hovertemplate="margin %{x}: %{y:.1f}% active<extra></extra>"))
+    if f"{current:g}" in labels:
+        at = labels.index(f"{current:g}")
+        fig.add_trace(go.Scatter(x=[labels[at]], y=[values[at]], mode="markers", name="current margin",
+                                 marker={"size": 14, "color": "crimson", "symbol": "diamond"},
+                                 hovertemplate="margin %{x}: %{y:.1f}% active<extra></extra>"))
+    fig.update_layout(height=260, margin={"l": 10, "r": 10, "t": 10, "b": 10}, showlegend=False)
+    fig.update_xaxes(title_text="margin", type="category")
+    fig.update_yaxes(title_text="active triplets (%)", range=[0, 105])
+    return fig
+
+
+# --- quick runs --------------------------------------------------------------------------------------------
+
+
+def _full_config(config: dict) -> dict | None:
+    """A config with every default filled in, so two spellings of the same run compare equal; None if invalid."""
+    from core.train import TrainConfig
+
+    try:
+        return TrainConfig.from_dict(config).to_dict()
+    except UserError:
+        return None
+
+
+def quick_config(base_config: dict, margin: float) -> dict:
+    """The full config of the quick run for `base_config` at `margin`; raises UserError if it is invalid."""
+    from core.train import TrainConfig
+
+    return TrainConfig.from_dict({**base_config, **QUICK_BUDGET, "margin": float(margin)}).to_dict()
+
+
+def quick_run(store: RunStore, base_config: dict, margin: float) -> str:
+    """The run id of the quick model for this config and margin: an existing queued, running or finished one
+    (so each margin trains once), else a new run started in a worker process."""
+    config = quick_config(base_config, margin)
+    store.reap_orphans()  # a quick run whose worker died must not be waited for forever
+    for run in store.list(kind="train", with_losses=False):
+        if run.status in (*ACTIVE, "done") and _full_config(run.config) == config:
+            return run.id
+    run_id = store.create("train", config)
+    try:
+        worker.start(store, run_id)
+    except BaseException:
+        store.mark_failed(run_id, "The worker process could not be started.")
+        raise
+    return run_id
