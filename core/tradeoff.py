@@ -143,7 +143,8 @@ _TRIPLETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def mined_triplet_embeddings(reference, corpus: Corpus, settings: MiningSettings = MiningSettings()
                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reference embeddings of the triplets a triplet run with these settings trains on.
+    """Reference embeddings of the triplets a triplet run with these settings trains on (the defaults are a
+    default Train-page run's: k 5, threshold 0.5, 2000 examples, seed 0).
 
     Mines exactly as core.train.prepare_examples does (same rows, same cache), and reads the embeddings
     from the encoding mining already cached: every triplet text is one of the mined rows.
@@ -163,8 +164,8 @@ def mined_triplet_embeddings(reference, corpus: Corpus, settings: MiningSettings
                         corpus_fp=f"{corpus.fingerprint}-{len(rows)}")
         embeddings = encode_cached(reference, texts, fingerprint=fingerprint)
         row_of = {text: i for i, text in enumerate(texts)}
-        frame = examples.frame
-        per_model[key] = tuple(embeddings[[row_of[t] for t in frame[col]]] for col in ("anchor", "positive", "negative"))
+        per_model[key] = tuple(embeddings[[row_of[t] for t in examples.frame[col]]]
+                               for col in ("anchor", "positive", "negative"))
     return per_model[key]
 
 

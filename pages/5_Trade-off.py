@@ -1,0 +1,123 @@
+"""Trade-off page: polarity P@k vs semantic similarity S@k for every run, and the live margin slider."""
+
+import time
+
+import streamlit as st
+
+import ui
+from core.errors import UserError
+from core.plots import tradeoff_figure
+from core.tradeoff import (MARGIN_STEPS, margin_constraint_share, margin_share_figure, mined_triplet_embeddings,
+                           quick_run, tradeoff_points)
+from ui import runs_view
+
+POLL_S = 2
+
+ui.page_setup("Trade-off", ":material/balance:")
+st.title("Trade-off")
+st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training texts that share its label "
+           "(class separation). **S@k**: their cosine to it under the reference model (kept meaning). Both ×100, "
+           "error bars one standard deviation over targets. Up and to the right is better; the dashed line is the "
+           "Pareto front.")
+
+corpus = ui.state.corpus()
+if corpus is None:
+    st.info("No corpus loaded yet — load one on the Corpus page.")
+    st.page_link("pages/1_Corpus.py", label="Corpus", icon=":material/table_view:")
+    st.stop()
+runs = runs_view.store()
+context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
+quick_runs: dict[float, str] = ui.state.session_cache("quick_runs").setdefault(context, {})  # margin -> run id
+k = int(st.number_input("k (neighbours retrieved per text)", min_value=1, max_value=100, value=16, step=1,
+                        key="tradeoff_k", persist_state="session",
+                        help="Changing k rescores every run from cached embeddings; nothing is re-encoded."))
+
+
+def trade_off_plot() -> None:
+    points = None
+    with ui.guard("Scoring the runs"), ui.progress_bar("Loading the reference model…") as bar:
+        points = tradeoff_points(runs, corpus, ui.get_model(), k, load_model=ui.get_model, progress=bar,
+                                 memo=ui.state.session_cache("tradeoff_points"))
+    if points is None:
+        return
+    runs_view.plot(tradeoff_figure(points, k), f"tradeoff_k{k}", key="tradeoff_plot")
+    if len(points) == 1:
+        st.info("Only the reference model so far: train a model on the Train page, or a quick model at a margin "
+                "below, and its point appears here.", icon=":material/info:")
+
+
+def margin_slider() -> float | None:
+    """The margin picked on the slider, after showing how many mined triplets it keeps active."""
+    margin = st.select_slider("Triplet margin", MARGIN_STEPS, value=0.1, key="tradeoff_margin",
+                              format_func=lambda m: f"{m:g}", persist_state="session")
+    cache = ui.state.session_cache("margin_shares")
+    if context not in cache:
+        with ui.guard("Mining triplets"), st.spinner("Mining triplets with the reference model…"):
+            model = ui.get_model()
+            cache[context] = (dict(margin_constraint_share(model, corpus, list(MARGIN_STEPS))),
+                              len(mined_triplet_embeddings(model, corpus)[0]))
+    if context not in cache:
+        return None
+    shares, n_triplets = cache[context]
+    text, chart = st.columns([2, 3])
+    text.markdown(f"**{shares[margin]:.0%}** of the {n_triplets:,} mined triplets are active at margin "
+                  f"**{margin:g}** under the reference model.")
+    text.caption("Active: d(anchor, positive) + margin > d(anchor, negative), so the triplet still pushes during "
+                 "training. Cosine distances lie in [0, 2]: from a margin of 2 on, every triplet keeps pushing.")
+    with chart:
+        runs_view.plot(margin_share_figure(list(shares.items()), margin), "active_triplets", key="margin_share")
+    return margin
+
+
+def start_quick(margin: float) -> None:
+    """Start (or find) the quick run, then redraw: a run that is already done belongs on the plot above."""
+    with ui.guard("Starting the quick model") as outcome:
+        base = {**runs_view.corpus_fields(), "model": ui.state.model_name(), "recipe": "triplet"}
+        quick_runs[margin] = quick_run(runs, base, margin)
+    if not outcome.failed:
+        st.rerun()
+
+
+def quick_status() -> None:
+    """This session's quick runs while they train; once one finishes the whole page reruns so its point shows."""
+    watched = {margin for margin, run_id in quick_runs.items() if _active(run_id)}
+
+    @st.fragment(run_every=POLL_S if watched else None)
+    def panel() -> None:
+        for margin, run_id in sorted(quick_runs.items()):
+            try:
+                run = runs.get(run_id)
+            except UserError:
+                continue  # deleted on the Runs page
+            if run.active:
+                fraction, text = runs_view.progress_text(run)
+                elapsed = time.time() - (run.started or run.created)
+                st.progress(fraction, text=f"Quick model, margin {margin:g} · {text} · {elapsed:.0f} s so far")
+            elif margin in watched:
+                st.rerun()  # it just finished: redraw the page, with its point on the plot
+            elif run.status == "done":
+                st.caption(f"The quick model at margin {margin:g} is on the plot as `{run.id}`.")
+            else:
+                st.warning(f"The quick model at margin {margin:g} {run.status}: {run.error or 'no model was saved'}. "
+                           "Press the button to train it again.")
+
+    panel()
+
+
+def _active(run_id: str) -> bool:
+    try:
+        return runs.get(run_id).active
+    except UserError:
+        return False
+
+
+trade_off_plot()
+st.subheader("Margin")
+st.caption("What a triplet margin does, before any training: the share of the reference model's mined "
+           "triplets whose constraint is still active. Train a small model (256 triplets, one epoch) at the "
+           "margin to see where it lands on the plot above.")
+picked = margin_slider()
+if picked is not None:
+    if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):
+        start_quick(picked)
+    quick_status()

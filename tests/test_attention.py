@@ -1,0 +1,92 @@
+"""compare_attention on the tiny model: consistent shapes, ATA weights that sum to 1, the tokens that gained and
+lost weight, and clear errors for texts that cannot be shown."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import core.attention
+from core.attention import compare_attention, weight_changes
+from core.errors import UserError
+
+TEXT = "the film was good but the story was long"
+
+
+@pytest.fixture(scope="module")
+def tuned(tiny_model):
+    """The tiny model with its last layer's attention perturbed: a stand-in for a fine-tuned model."""
+    model = copy.deepcopy(tiny_model)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        query = model[0].auto_model.encoder.layer[-1].attention.self.query.weight
+        query.add_(torch.randn_like(query))
+    return model
+
+
+def test_shapes_weights_and_changes(tiny_model, tuned):
+    result = compare_attention(tiny_model, tuned, TEXT)
+    tokens = result["tokens"]
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and "film" in tokens
+    s = len(tokens)
+    heads = tiny_model[0].auto_model.config.num_attention_heads
+    for side in (result["reference"], result["tuned"]):
+        assert side["attention"].shape == (heads, s, s)
+        np.testing.assert_allclose(side["attention"].sum(-1), 1.0, atol=1e-5)  # rows are distributions
+        assert side["weights"].shape == (s,)
+        assert side["weights"].sum() == pytest.approx(1.0, abs=1e-5) and (side["weights"] >= 0).all()
+    assert not np.allclose(result["reference"]["weights"], result["tuned"]["weights"])
+
+    delta = result["tuned"]["weights"] - result["reference"]["weights"]
+    gained, lost = result["weight_changes"]["gained"], result["weight_changes"]["lost"]
+    assert 0 < len(gained) <= 5 and 0 < len(lost) <= 5
+    assert [g["delta"] for g in gained] == sorted((g["delta"] for g in gained), reverse=True)
+    assert [x["delta"] for x in lost] == sorted(x["delta"] for x in lost)
+    assert gained[0]["delta"] == pytest.approx(delta.max()) and lost[0]["delta"] == pytest.approx(delta.min())
+    for row in gained + lost:
+        assert row["token"] == tokens[row["position"]]
+        assert row["delta"] == pytest.approx(delta[row["position"]])
+
+
+def test_reference_alone(tiny_model):
+    result = compare_attention(tiny_model, None, "  the film was good  ")
+    assert result["tuned"] is None and result["weight_changes"] is None
+    assert result["tokens"] == ["[CLS]", "the", "film", "was", "good", "[SEP]"]
+
+
+def test_weight_changes_top_five_and_no_zero_deltas():
+    tokens = list("abcdefgh")
+    ref = np.full(8, 1 / 8)
+    tuned = ref + np.array([0.07, 0.01, 0.0, -0.02, 0.03, -0.06, 0.02, -0.05])
+    changes = weight_changes(tokens, ref, tuned)
+    assert [g["token"] for g in changes["gained"]] == ["a", "e", "g", "b"]
+    assert [x["token"] for x in changes["lost"]] == ["f", "h", "d"]  # "c" did not change: in neither list
+    many = weight_changes(list("abcdefgh"), np.zeros(8), np.arange(1, 9, dtype=float))
+    assert [g["token"] for g in many["gained"]] == ["h", "g", "f", "e", "d"] and many["lost"] == []
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_text_is_refused(tiny_model, text):
+    with pytest.raises(UserError, match="Type a text first"):
+        compare_attention(tiny_model, None, text)
+
+
+def test_over_long_text_and_other_tokenizer_are_refused(tiny_model, monkeypatch):
+    monkeypatch.setattr(core.attention, "MAX_TOKENS", 8)  # the tiny model truncates at 128 tokens itself
+    with pytest.raises(UserError, match="12 tokens long.*up to 8 tokens"):
+        compare_attention(tiny_model, None, " ".join(["word"] * 10))
+    monkeypatch.undo()
+
+    real = core.attention.token_weights
+    other = object()
+
+    def fake(model, text):
+        tokens, weights, attention = real(tiny_model, text)
+        return ([t.upper() for t in tokens] if model is other else tokens), weights, attention
+
+    monkeypatch.setattr(core.attention, "token_weights", fake)
+    with pytest.raises(UserError, match="other tokens"):
+        compare_attention(tiny_model, other, TEXT)
