@@ -161,8 +161,15 @@ def attention_heatmaps(attn: np.ndarray, tokens: Sequence[str], title: str, cols
             coloraxis="coloraxis2" if summed else "coloraxis",
             hovertemplate=f"{name}<br>%{{text}}<br>%{{z:.3f}}<extra></extra>",
         ), row=i // cols + 1, col=i % cols + 1)
-    fig.update_xaxes(title_text="key token", **_token_axis(tokens))
-    fig.update_yaxes(title_text="query token", autorange="reversed", **_token_axis(tokens))
+    # Token labels and axis titles only on the outer panels: with 12 heads inner labels overlap.
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    for i in range(len(panels)):
+        r, c = i // cols + 1, i % cols + 1
+        if i + cols >= len(panels):  # lowest panel in its column
+            fig.update_xaxes(title_text="key token", showticklabels=True, **_token_axis(tokens), row=r, col=c)
+        if c == 1:
+            fig.update_yaxes(title_text="query token", showticklabels=True, **_token_axis(tokens), row=r, col=c)
     fig.update_layout(
         title=title, height=max(320, 300 * rows),
         coloraxis={"colorscale": "Blues", "cmin": 0.0, "cmax": 1.0, "colorbar": {"title": {"text": "attention"}}},
