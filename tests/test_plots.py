@@ -107,9 +107,12 @@ def test_attention_heatmaps_grid_per_head_plus_sum():
     assert len(fig.data) == 5 and fig.layout.title.text == "last layer — reference"
     assert [a.text for a in fig.layout.annotations] == ["head 1", "head 2", "head 3", "head 4", "sum over heads"]
     np.testing.assert_allclose(np.array(fig.data[-1].z), attn.sum(0), rtol=1e-6)
-    assert list(fig.layout.xaxis.ticktext) == tokens and fig.layout.xaxis.title.text == "key token"
+    # labels on the outer panels only: x on the lowest panel of each column, y on the first column
+    assert list(fig.layout.xaxis5.ticktext) == tokens and fig.layout.xaxis5.title.text == "key token"
+    assert fig.layout.xaxis.showticklabels is False and fig.layout.yaxis2.showticklabels is False
+    assert list(fig.layout.yaxis.ticktext) == tokens
     assert fig.data[0].text[1][2] == "the → cat"
-    _check_axes(fig, n_axes=10)
+    _check_axes(fig, n_axes=6)  # 4 bottom x titles + 2 first-column y titles
     with pytest.raises(ValueError):
         attention_heatmaps(attn, tokens[:3], "bad")
 
