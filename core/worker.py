@@ -186,9 +186,9 @@ def execute(store: RunStore, run_id: str) -> None:
         if store.cancel_requested(run_id):  # however a job bails out after a stop request, it was cancelled
             store.mark_cancelled(run_id)
         else:
+            if isinstance(exc, UserError):  # the CLI exits 2 for input errors, 1 for crashes; set before the
+                store.set_progress(run_id, user_error=True)  # status, which is what watchers wait for
             store.mark_failed(run_id, _describe(exc))
-            if isinstance(exc, UserError):  # the CLI exits 2 for input errors, 1 for crashes
-                store.set_progress(run_id, user_error=True)
     finally:
         ctx._discard_tmp()
 
