@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 
+# The tiny test models are too small to gain from threads, and on a busy 2-core machine torch's spinning
+# threads slow them down several-fold; one thread also applies to the worker processes tests start.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
