@@ -176,3 +176,41 @@ def test_train_run_live_then_runs_and_export(server, page):
     wait_idle(page)
     assert_no_errors(page)
     screenshot(page, "runs.png")
+
+
+ANALYSIS_PAGES = [  # sidebar link, heading, file name of the screenshot
+    ("Maps", "Maps", "maps.png"),
+    ("Layers", "Layers", "layers.png"),
+    ("Trade-off", "Trade-off", "tradeoff.png"),
+    ("Attention", "Attention", "attention.png"),
+]
+
+
+def _open(page, link: str, heading: str) -> float:
+    """Click a sidebar link and return the seconds until the page finished rendering."""
+    start = time.monotonic()
+    page.locator('[data-testid="stSidebar"]').get_by_role("link", name=link, exact=True).click()
+    page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=120_000)
+    wait_idle(page)
+    return time.monotonic() - start
+
+
+def test_analysis_pages_render_and_switch_fast_when_cached(server, page):
+    """Maps, layers, trade-off and attention pages render without errors (with the run trained above when
+    this module runs whole); a second visit, served from the caches, is timed as a page switch."""
+    page.goto(server)
+    page.get_by_text("demo_corpus").first.wait_for()
+    wait_idle(page)
+    for link, heading, shot in ANALYSIS_PAGES:
+        _open(page, link, heading)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+        wait_idle(page)
+        assert_no_errors(page)
+        page.mouse.move(0, 0)
+        screenshot(page, shot)
+    switches = {link: _open(page, link, heading) for link, heading, _ in ANALYSIS_PAGES}
+    print("page switch seconds (cached):", {k: round(v, 2) for k, v in switches.items()})
+    for link, heading, _ in ANALYSIS_PAGES:
+        assert_no_errors(page)
+    # generous bound for a loaded 2-core CI machine; the issue's target (~2 s) is reported in the notes
+    assert max(switches.values()) < 15, switches
