@@ -21,11 +21,7 @@ st.caption("Each text as a point, coloured by its label; hover to read it. The f
            "reference map's layout, so a text whose neighbourhood did not change stays put. kNN accuracy: each "
            "test text classified by the majority label of its 10 nearest training texts.")
 
-corpus = ui.state.corpus()
-if corpus is None:
-    st.info("No corpus loaded yet — load one on the Corpus page.")
-    st.page_link("pages/1_Corpus.py", label="Corpus", icon=":material/table_view:")
-    st.stop()
+corpus = ui.require_corpus()
 
 
 def points_control(total: int) -> int:

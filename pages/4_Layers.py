@@ -13,11 +13,7 @@ st.caption("Each point classifies the test texts by the majority label of their 
            "rises above the reference shows which layers learned to separate the labels; frozen layers "
            "(shaded) can only change through the layers below them.")
 
-corpus = ui.state.corpus()
-if corpus is None:
-    st.info("No corpus loaded yet — load one on the Corpus page.")
-    st.page_link("pages/1_Corpus.py", label="Corpus", icon=":material/table_view:")
-    st.stop()
+corpus = ui.require_corpus()
 
 runs = pick_runs(corpus, key="layers_runs")
 references = list(dict.fromkeys([ui.state.model_name(), *map(compare.run_reference, runs)]))

@@ -20,11 +20,7 @@ st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training
            "error bars one standard deviation over targets. Up and to the right is better; the dashed line is the "
            "Pareto front.")
 
-corpus = ui.state.corpus()
-if corpus is None:
-    st.info("No corpus loaded yet — load one on the Corpus page.")
-    st.page_link("pages/1_Corpus.py", label="Corpus", icon=":material/table_view:")
-    st.stop()
+corpus = ui.require_corpus()
 runs = runs_view.store()
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
 quick_runs: dict[float, str] = ui.state.session_cache("quick_runs").setdefault(context, {})  # margin -> run id

@@ -15,11 +15,7 @@ st.caption("Heatmaps: the last layer's attention per head (rows = query tokens, 
            "to) and summed over heads. Bars: ATA token weights (DESIGN §3.7), the attention each token receives "
            "from all queries and heads, normalised to sum 1 — the tokens an ATA-pooled embedding is made of.")
 
-corpus = ui.state.corpus()
-if corpus is None:
-    st.info("No corpus loaded yet — load one on the Corpus page.")
-    st.page_link("pages/1_Corpus.py", label="Corpus", icon=":material/table_view:")
-    st.stop()
+corpus = ui.require_corpus()
 
 SOURCES = (f"From the {corpus.target_split} split", "Type a text")
 

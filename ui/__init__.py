@@ -11,9 +11,9 @@ Typical page:
 
 from ui import state
 from ui.feedback import ProgressBar, guard, progress_bar
-from ui.layout import model_label, page_setup, sidebar
+from ui.layout import model_label, page_setup, require_corpus, sidebar
 from ui.nav import Step, steps
 from ui.resources import device, get_model
 
 __all__ = ["ProgressBar", "Step", "device", "get_model", "guard", "model_label", "page_setup", "progress_bar",
-           "sidebar", "state", "steps"]
+           "require_corpus", "sidebar", "state", "steps"]

@@ -20,6 +20,16 @@ def page_setup(title: str, icon: str = ":material/hub:") -> None:
     sidebar()
 
 
+def require_corpus():
+    """The current corpus, or a short pointer to the Corpus page and the end of this page's run."""
+    corpus = state.corpus()
+    if corpus is None:
+        st.info("No corpus loaded yet — load one on the Corpus page.")
+        st.page_link("pages/1_Corpus.py", label="Corpus", icon=":material/table_view:")
+        st.stop()
+    return corpus
+
+
 def model_label(name: str) -> str:
     """A model path shortened to its folder name; packaged names and hub ids unchanged."""
     return Path(name).name if "/" in name and Path(name).expanduser().exists() else name
