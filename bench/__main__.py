@@ -1,0 +1,66 @@
+"""`python -m bench [NAME ...] [--quick]`: run the named benchmarks (default: all), one after another."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+import time
+
+from bench.common import Options, quiet_libraries
+
+BENCHMARKS = {
+    "reference": "seed 000 Table 1 reference row: P@16 / S@16 of all-MiniLM-L6-v2 on SST-2 vs published",
+    "layerwise": "one-pass layer-wise encoding vs one forward pass per layer",
+    "throughput": "core.encode.encode vs SentenceTransformer.encode; FAISS kNN vs numpy brute force",
+    "overhead": "our training path vs a bare SentenceTransformerTrainer",
+    "margin": "TripletLoss margin 0.1 vs 5.0 on SST-2 (seed 000 trend), via core.train.run_training",
+    "crops": "crop pairs vs dropout pairs, random BERT from scratch on BBC News (seed 002)",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     epilog="benchmarks: " + "; ".join(f"{k}: {v}" for k, v in BENCHMARKS.items()))
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"any of {', '.join(BENCHMARKS)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help="small sizes: the whole suite in a few minutes")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads for both arms (default: torch's own choice); 1 is steadier "
+                             "on a machine whose cores are busy with other work")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    names = args.names or list(BENCHMARKS)
+    quiet_libraries()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    opts = Options(quick=args.quick)
+    failed = []
+    for i, name in enumerate(names):
+        if i:
+            print()
+        # A fresh ContrastLab home per benchmark: no embedding or example cache carries over from earlier
+        # runs (or from another benchmark), and nothing is written to the user's home.
+        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-home-") as home:
+            os.environ["CONTRASTLAB_HOME"] = home
+            t0 = time.perf_counter()
+            try:
+                importlib.import_module(f"bench.{name}").run(opts)
+            except Exception as exc:  # report and go on with the next benchmark
+                import traceback
+
+                traceback.print_exc()
+                print(f"== {name}: FAILED ({type(exc).__name__}: {exc}) ==")
+                failed.append(name)
+            print(f"   [{name}{' --quick' if opts.quick else ''}: {time.perf_counter() - t0:.0f} s]")
+            sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Shared helpers for the benchmarks: seeds, data paths, interleaved timing, printing.
+
+Every timing is taken against a baseline measured in the same process, right next to ours: the two
+arms alternate (A B B A A B ...) and the median of each is reported, so load from other processes
+hits both arms alike. Figures are printed as ratios; nothing here is hard-coded or tuned.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# Read-only shared data; never copied into the repo. CONTRASTLAB_DATA overrides the location.
+DATA = Path(os.environ.get("CONTRASTLAB_DATA") or REPO.parent / "shared" / "data")
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Options:
+    quick: bool = False
+
+
+class NoopReporter:
+    """A core.train.Reporter that records nothing and never asks to stop."""
+
+    def progress(self, **fields) -> None:
+        pass
+
+    def should_stop(self) -> bool:
+        return False
+
+    def log_loss(self, step: int, loss: float) -> None:
+        pass
+
+    def log_eval(self, point: dict) -> None:
+        pass
+
+
+def data_file(name: str) -> Path:
+    path = DATA / name
+    if not path.is_file():
+        raise SystemExit(f"bench: data file {path} not found (set CONTRASTLAB_DATA to the shared data folder)")
+    return path
+
+
+def set_seeds(seed: int = SEED) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def quiet_libraries() -> None:
+    """Offline, no progress bars or warnings from HF libraries on the benchmark's stdout."""
+    from core.models import setup_offline
+
+    setup_offline()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import datasets
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+
+
+def load_minilm():
+    """The packaged all-MiniLM-L6-v2 on CPU (the benchmarks compare CPU figures)."""
+    from core.models import load_model
+
+    return load_model(None, device="cpu")
+
+
+def sst2_texts(n: int, seed: int = SEED) -> tuple[list[str], list[int]]:
+    """n SST-2 texts and labels: all validation rows first (up to n), then a seeded sample of train rows."""
+    import numpy as np
+    import pandas as pd
+
+    df = pd.read_csv(data_file("sst2.csv"))
+    val = df[df["split"] == "validation"]
+    train = df[df["split"] == "train"]
+    val = val.iloc[: min(n, len(val))]
+    rest = n - len(val)
+    pick = np.sort(np.random.default_rng(seed).choice(len(train), size=rest, replace=False))
+    rows = pd.concat([val, train.iloc[pick]])
+    return rows["text"].astype(str).tolist(), rows["label"].astype(int).tolist()
+
+
+def interleaved(arms: dict[str, Callable[[], object]], repeats: int, warmup: dict[str, Callable[[], object]] | None = None,
+                budget_s: float | None = None) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Median seconds of each arm, and every timing in run order; arms alternate A B, B A, A B, ... so
+    drift in machine load hits both alike.
+
+    ``warmup`` callables (e.g. the same work on a small slice) run once, untimed, before the first round:
+    lazy imports, allocator, thread pools. With ``budget_s``, no further round starts when it would
+    likely end past the budget (at least one round always runs), so a loaded machine cannot stretch a
+    run forever.
+    """
+    names = list(arms)
+    for fn in (warmup or {}).values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    start = time.perf_counter()
+    for r in range(repeats):
+        t_round = time.perf_counter()
+        order = names if r % 2 == 0 else names[::-1]
+        for name in order:
+            t0 = time.perf_counter()
+            arms[name]()
+            times[name].append(time.perf_counter() - t0)
+        now = time.perf_counter()
+        if budget_s is not None and (now - start) + (now - t_round) > budget_s:
+            break
+    return {name: statistics.median(ts) for name, ts in times.items()}, times
+
+
+def runs_note(times: dict[str, list[float]], unit: float = 1.0, fmt: str = "{:.1f}") -> str:
+    """Every timing in run order, per arm, e.g. 'ours 9.1, 9.4; baseline 63.0, 64.2'."""
+    return "; ".join(f"{name} " + ", ".join(fmt.format(t * unit) for t in ts) for name, ts in times.items())
+
+
+def load_note() -> str:
+    """The 1-minute load average against the core count, printed with timings so noise can be judged."""
+    try:
+        return f"load avg {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    except OSError:
+        return "load avg unknown"
+
+
+def header(title: str, what: str) -> None:
+    print(f"== {title} ==")
+    print(f"   {what}")
+
+
+def line(label: str, value: str) -> None:
+    print(f"   {label:<34} {value}")
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "n/a"

@@ -1,0 +1,72 @@
+"""One-pass layer-wise encoding vs one forward pass per layer (DESIGN §5).
+
+Ours: core.encode.encode(..., layers=True) — one forward pass per batch yields the pooled embedding and
+every layer's mean-pooled hidden state. Baseline: for each layer l = 0..L, run the model over all texts
+with output_hidden_states and keep only layer l (same length-sorted batches, same batch size, so the
+only difference is the number of passes). Both must give the same vectors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from bench.common import (Options, header, interleaved, line, load_minilm, load_note, ratio, runs_note,
+                          set_seeds, sst2_texts)
+
+BATCH = 64
+
+
+@torch.inference_mode()
+def per_layer_baseline(model, texts: list[str], batch_size: int = BATCH) -> np.ndarray:
+    """(L+1, n, h): one full pass over the texts for every layer, keeping only that layer's mean."""
+    hf, tok = model[0].model, model.tokenizer
+    n_layers = hf.config.num_hidden_layers
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    out = np.zeros((n_layers + 1, len(texts), hf.config.hidden_size), dtype=np.float32)
+    hf.eval()
+    for layer in range(n_layers + 1):
+        for start in range(0, len(texts), batch_size):
+            rows = order[start : start + batch_size]
+            enc = tok([texts[i] for i in rows], padding=True, truncation=True, max_length=model.max_seq_length,
+                      return_tensors="pt")
+            hidden = hf(**enc, output_hidden_states=True, return_dict=True).hidden_states[layer]
+            m = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            out[layer, rows] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)).float().numpy()
+    return out
+
+
+def run(opts: Options) -> None:
+    from core.encode import encode
+
+    set_seeds()
+    n = 300 if opts.quick else 2000
+    repeats = 2 if opts.quick else 3
+    texts, _ = sst2_texts(n)
+    model = load_minilm()
+    results: dict[str, np.ndarray] = {}
+
+    def ours():
+        results["ours"] = encode(model, texts, batch_size=BATCH, layers=True).layers
+
+    def baseline():
+        results["baseline"] = per_layer_baseline(model, texts)
+
+    warm = texts[:BATCH]
+    t, runs = interleaved({"ours": ours, "baseline": baseline}, repeats=repeats,
+                            warmup={"ours": lambda: encode(model, warm, batch_size=BATCH, layers=True),
+                                    "baseline": lambda: per_layer_baseline(model, warm)},
+                            budget_s=120 if opts.quick else 420)
+    a, b = results["ours"], results["baseline"]
+    n_layers = a.shape[0]
+    diff = float(np.abs(a - b).max())
+    cos = float(np.min(np.sum(a * b, -1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))))
+
+    header("layerwise: one-pass layer-wise encoding vs one forward pass per layer",
+           f"all-MiniLM-L6-v2, {n} SST-2 texts, batch {BATCH}, {n_layers} hidden states (0 = embeddings), "
+           f"median of {len(runs['ours'])} interleaved repeats, {load_note()}")
+    line("ours (one pass, all layers)", f"{t['ours']:.2f} s  ({n / t['ours']:.0f} texts/s)")
+    line("baseline (one pass per layer)", f"{t['baseline']:.2f} s  ({n / t['baseline']:.0f} texts/s)")
+    line("all runs (s, in order)", runs_note(runs))
+    line("speed-up baseline / ours", f"{ratio(t['baseline'], t['ours'])}x")
+    line("same vectors", f"{'yes' if diff < 1e-4 else 'NO'} (max |diff| {diff:.1e}, min cosine {cos:.6f})")
