@@ -18,7 +18,7 @@ state and no re-wiring; the attentions travel in the features dict, so concurren
 hooks writing to shared state could; and the pooling stays testable on plain tensors.
 
 Loading. sentence-transformers 6 refuses to import a module class outside its own namespace
-unless ``trust_remote_code=True``, which would also let a model directory run any code. Use
+unless remote code is trusted (``trust_remote_code``), which would also let a model directory run any code. Use
 ``load_model`` instead: it maps exactly our two class paths to the already-imported classes
 (the mechanism the library's own trainer uses to reload checkpoints) and keeps the gate for
 everything else. A plain ``SentenceTransformer(dir)`` on an ATA model fails loudly rather than
