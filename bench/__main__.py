@@ -18,6 +18,7 @@ BENCHMARKS = {
     "overhead": "our training path vs a bare SentenceTransformerTrainer",
     "margin": "TripletLoss margin 0.1 vs 5.0 on SST-2 (seed 000 trend), via core.train.run_training",
     "crops": "crop pairs vs dropout pairs, random BERT from scratch on BBC News (seed 002)",
+    "pages": "the app in Chromium: quick margin point, cached page switches vs first visits",
 }
 
 

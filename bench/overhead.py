@@ -26,7 +26,7 @@ LR = 3e-5
 WARMUP = 0.1
 COMPARED_ARGS = ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "warmup_steps",
                  "seed", "data_seed", "batch_sampler", "logging_steps", "save_strategy", "report_to",
-                 "disable_tqdm", "dataloader_num_workers", "fp16", "bf16", "eval_strategy",
+                 "disable_tqdm", "dataloader_num_workers", "dataloader_pin_memory", "fp16", "bf16", "eval_strategy",
                  "gradient_accumulation_steps", "lr_scheduler_type", "optim", "weight_decay")
 
 
@@ -42,6 +42,7 @@ def bare_trainer(model, loss, dataset, out_dir: Path):
         learning_rate=LR, warmup_steps=int(WARMUP * total), seed=0, data_seed=0,
         batch_sampler=BatchSamplers.BATCH_SAMPLER, logging_steps=max(1, min(10, total // 20)),
         save_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
+        dataloader_pin_memory=str(model.device).startswith("cuda"),
     )
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
     trainer.remove_callback(PrinterCallback)  # keeps stdout clean; ours removes it too

@@ -107,7 +107,7 @@ _TRAIN_FLAGS = {  # CLI flag -> (TrainConfig field, type)
     "--pooling": ("pooling", str), "--reference": ("reference", str), "--distance": ("distance", str),
     "--mine-k": ("mine_k", int), "--threshold": ("threshold", float), "--eval-every": ("eval_every", int),
     "--max-steps": ("max_steps", int), "--documents": ("documents", str), "--precision": ("precision", str),
-    "--crop-t": ("crop_t", int),
+    "--crop-t": ("crop_t", int), "--pairs-per-doc": ("pairs_per_doc", int),
 }
 
 

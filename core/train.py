@@ -37,6 +37,7 @@ class TrainConfig:
     mine_k: int = 5
     threshold: float = 0.5
     crop_t: int = 2
+    pairs_per_doc: int = 1  # crop / dropout: distinct pairs drawn from each document
     epochs: float = 1.0
     max_steps: int = 0  # > 0 stops after this many batches (crop experiments count batches)
     batch_size: int = 32
@@ -66,6 +67,7 @@ class TrainConfig:
             (self.pooling in POOLINGS, f"Pooling must be one of {', '.join(POOLINGS)}."),
             (self.precision in PRECISIONS, f"Precision must be one of {', '.join(PRECISIONS)}."),
             (self.crop_t >= 1, "Crop size t must be at least 1 sentence."),
+            (self.pairs_per_doc >= 1, "Pairs per document must be at least 1."),
         ]
         for ok, message in checks:
             if not ok:
@@ -175,7 +177,7 @@ def prepare_examples(cfg: TrainConfig, corpus, reference, progress=None):
         # The corpus's own train split keeps its test texts unseen; a separate documents file is used whole.
         texts = load_documents(cfg.documents) if cfg.documents else corpus.train_texts
         make = crop_pairs if recipe.example_format == "crop" else dropout_pairs
-        pairs = make(texts, t=cfg.crop_t, seed=cfg.seed)
+        pairs = make(texts, t=cfg.crop_t, seed=cfg.seed, pairs_per_doc=cfg.pairs_per_doc)
         if len(pairs.anchors) == 0:
             raise UserError("No document has two chunks of sentences of 100-250 characters; crops need "
                             "multi-sentence documents (pass --documents).")
@@ -266,6 +268,7 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
         report_to="none",
         disable_tqdm=True,
         dataloader_num_workers=0,
+        dataloader_pin_memory=str(model.device).startswith("cuda"),  # pinning helps host-to-GPU copies only
         **_precision_args(cfg.precision, str(model.device)),
         **eval_args,
     )

@@ -76,11 +76,17 @@ def documents_path(source: str) -> str | None:
 
 def choose_examples(recipe: Recipe) -> dict:
     if recipe.self_supervised:
-        left, right = st.columns(2)
-        source = left.radio("Documents", DOC_SOURCES, **_keep("docs"))
-        t = right.number_input("Sentences per crop (t)", 1, 10, DEFAULTS.crop_t, **_keep("crop_t"))
-        n = right.number_input("Pairs (N)", 1, 1_000_000, DEFAULTS.examples, step=500, **_keep("pairs"))
-        return {"documents": documents_path(source), "crop_t": int(t), "examples": int(n)}
+        source = st.radio("Documents", DOC_SOURCES, horizontal=True, **_keep("docs"))
+        t_col, per_doc_col, n_col = st.columns(3)
+        t = t_col.number_input("Sentences per crop (t)", 1, 10, DEFAULTS.crop_t, **_keep("crop_t"))
+        per_doc = per_doc_col.number_input("Pairs per document", 1, 1000, DEFAULTS.pairs_per_doc,
+                                           **_keep("pairs_per_doc"),
+                                           help="Distinct pairs drawn from each document. More pairs give longer "
+                                                "runs without repeating a pair; two pairs of one document in a "
+                                                "batch count as negatives of each other.")
+        n = n_col.number_input("Pairs (N)", 1, 1_000_000, DEFAULTS.examples, step=500, **_keep("pairs"))
+        return {"documents": documents_path(source), "crop_t": int(t), "pairs_per_doc": int(per_doc),
+                "examples": int(n)}
     k_col, th_col, n_col = st.columns(3)
     k = k_col.number_input("Neighbours (k)", 1, 100, DEFAULTS.mine_k, **_keep("k"),
                            help="Nearest same-label and other-label neighbours per anchor.")
@@ -125,7 +131,8 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
     corpus = ui.state.corpus()
     model = ui.state.model_name()
     key = (corpus.fingerprint, model, recipe.example_format, fields.get("mine_k"), fields.get("threshold"),
-           fields["examples"], fields["seed"], fields.get("documents"), fields.get("crop_t"))
+           fields["examples"], fields["seed"], fields.get("documents"), fields.get("crop_t"),
+           fields.get("pairs_per_doc"))
     cache = ui.state.session_cache("example_preview")
     if clicked:
         with ui.guard("Preparing the examples"), ui.progress_bar("Loading the reference model…") as bar:

@@ -38,26 +38,32 @@ def changes_note(changes: dict) -> None:
     st.markdown(f"**Gained weight:** {listing(changes['gained'])}  \n**Lost weight:** {listing(changes['lost'])}")
 
 
-result = None
-results = ui.state.session_cache("attention")
-key = (ui.state.model_name(), run.id if run else None, text)
-with ui.guard("Reading the attention"), st.spinner("Running the models on the text…"):
-    if key not in results:
-        tuned = ui.get_model(run.artefacts["model"]) if run else None
-        results.clear()  # keep only the text on show: attention maps are S x S per head
-        results[key] = compare_attention(ui.get_model(), tuned, text or "")
-    result = results[key]
-
-if result is not None:
+def figures(result: dict) -> dict:
+    """The page's figures for one result, built once: plotly's figure building, not the models, is what a
+    revisit would otherwise wait for (13 heatmaps per model)."""
     tokens, ref, tuned = result["tokens"], result["reference"], result["tuned"]
     sides = [("Reference", ref), *([("Fine-tuned", tuned)] if tuned else [])]
-    for column, (name, side) in zip(st.columns(len(sides)), sides):
-        with column:
-            runs_view.plot(attention_heatmaps(side["attention"], tokens, f"{name} · last-layer attention"),
-                           f"attention_{name.lower()}", key=f"attention_heads:{name}")
+    heads = {name: attention_heatmaps(side["attention"], tokens, f"{name} · last-layer attention")
+             for name, side in sides}
     bars = token_weight_bars(tokens, ref["weights"], tuned["weights"] if tuned else ref["weights"])
     if tuned is None:
         bars.update_traces(visible=False, selector={"name": "fine-tuned"})
-    runs_view.plot(bars, "ata_token_weights", key="attention_weights")
-    if result["weight_changes"]:
-        changes_note(result["weight_changes"])
+    return {"heads": heads, "bars": bars, "changes": result["weight_changes"]}
+
+
+shown = ui.state.session_cache("attention")
+key = (ui.state.model_name(), run.id if run else None, text)
+with ui.guard("Reading the attention"), st.spinner("Running the models on the text…"):
+    if key not in shown:
+        tuned = ui.get_model(run.artefacts["model"]) if run else None
+        shown.clear()  # keep only the text on show: attention maps are S x S per head
+        shown[key] = figures(compare_attention(ui.get_model(), tuned, text or ""))
+
+if key in shown:
+    view = shown[key]
+    for column, (name, fig) in zip(st.columns(len(view["heads"])), view["heads"].items()):
+        with column:
+            runs_view.plot(fig, f"attention_{name.lower()}", key=f"attention_heads:{name}")
+    runs_view.plot(view["bars"], "ata_token_weights", key="attention_weights")
+    if view["changes"]:
+        changes_note(view["changes"])

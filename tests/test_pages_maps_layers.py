@@ -83,6 +83,7 @@ def test_maps_without_a_run_show_the_reference_map_and_what_to_do(app):
     at = open_page(app, "pages/3_Maps.py")
     assert not at.exception and not at.error
     assert NO_RUN in infos(at)
+    assert "**Run** · no finished run yet" in [m.value for m in at.sidebar.markdown]
     (fig,) = figures(at)
     assert fig["layout"]["title"]["text"].startswith("Reference · kNN accuracy ")
     assert sum(len(trace["customdata"]) for trace in fig["data"]) == POINTS
@@ -105,6 +106,9 @@ def test_maps_with_a_run_compare_and_list_neighbours_without_recomputing(app, tr
     assert not at.exception and not at.error
     assert NO_RUN not in infos(at)
     assert at.selectbox(key="maps_run").value == trained
+    sidebar = [m.value for m in at.sidebar.markdown]  # says which run the page shows, though none was picked
+    assert f"**Run** · `{trained}`" in sidebar and "none" not in " ".join(sidebar)
+    assert any(c.value.endswith("newest finished") for c in at.sidebar.caption)
     ref, tuned = figures(at)
     assert ref["layout"]["title"]["text"].startswith("Reference · kNN accuracy ")
     assert tuned["layout"]["title"]["text"].startswith("Fine-tuned · kNN accuracy ")

@@ -41,7 +41,12 @@ def ok(at: AppTest) -> AppTest:
     return at
 
 
-def test_attention_without_a_run_and_with_a_typed_text(tiny_env):
+def test_attention_without_a_run_and_with_a_typed_text(tiny_env, monkeypatch):
+    import core.attention
+
+    calls = []
+    real = core.attention.compare_attention
+    monkeypatch.setattr(core.attention, "compare_attention", lambda *a: calls.append(a[2]) or real(*a))
     at = ok(page("6_Attention.py").run())
     assert any("No finished run" in i.value for i in at.info)
     heatmaps, bars = charts(at)
@@ -53,6 +58,11 @@ def test_attention_without_a_run_and_with_a_typed_text(tiny_env):
     at.text_input(key="attention_typed").set_value("the film was good").run()
     ok(at)
     assert charts(at)[1]["data"][0]["customdata"] == ["[CLS]", "the", "film", "was", "good", "[SEP]"]
+    assert calls[-1] == "the film was good"
+    before = len(calls)
+    at.switch_page("pages/4_Layers.py").run()
+    shown = charts(ok(at.switch_page("pages/6_Attention.py").run()))  # back again: drawn from the session cache
+    assert len(calls) == before and len(shown) == 2
 
 
 def test_tradeoff_slider_quick_model_then_both_pages_with_the_run(tiny_env, monkeypatch):

@@ -116,6 +116,11 @@ def test_preview_mines_examples_and_shows_counts(train_page):
     no_errors(at)
     assert {"Documents", "Skipped documents", "Pairs used"} <= metrics(at).keys()
     assert list(at.dataframe[0].value.columns) == ["anchor", "positive"]
+    one_per_doc = int(metrics(at)["Pairs used"].value.replace(",", ""))
+    at.number_input(key="train:pairs_per_doc").set_value(2).run()
+    button(at, "Preview crops").click().run()
+    no_errors(at)
+    assert int(metrics(at)["Pairs used"].value.replace(",", "")) > one_per_doc
 
 
 def test_start_trains_and_shows_before_after_in_any_tab(train_page, synchronous_worker, app):

@@ -98,21 +98,25 @@ def test_tradeoff_figure_reference_recipes_and_front():
     assert list(nan_run.data[-1].y) == [50.0]
 
 
-def test_attention_heatmaps_grid_per_head_plus_sum():
+def test_attention_heatmaps_tile_every_head_and_the_sum():
     rng = np.random.default_rng(0)
     attn = rng.random((4, 5, 5))
     attn /= attn.sum(-1, keepdims=True)
     tokens = ["[CLS]", "the", "cat", "the", "[SEP]"]  # repeated token must not merge
-    fig = attention_heatmaps(attn, tokens, "last layer — reference")
-    assert len(fig.data) == 5 and fig.layout.title.text == "last layer — reference"
+    fig = attention_heatmaps(attn, tokens, "last layer — reference", cols=4)
+    assert len(fig.data) == 2 and fig.layout.title.text == "last layer — reference"
     assert [a.text for a in fig.layout.annotations] == ["head 1", "head 2", "head 3", "head 4", "sum over heads"]
-    np.testing.assert_allclose(np.array(fig.data[-1].z), attn.sum(0), rtol=1e-6)
-    # labels on the outer panels only: x on the lowest panel of each column, y on the first column
-    assert list(fig.layout.xaxis5.ticktext) == tokens and fig.layout.xaxis5.title.text == "key token"
-    assert fig.layout.xaxis.showticklabels is False and fig.layout.yaxis2.showticklabels is False
-    assert list(fig.layout.yaxis.ticktext) == tokens
-    assert fig.data[0].text[1][2] == "the → cat"
-    _check_axes(fig, n_axes=6)  # 4 bottom x titles + 2 first-column y titles
+    heads, summed = (np.array(trace.z, dtype=float) for trace in fig.data)
+    step = 6  # 5 tokens + a one-cell gap
+    for h in range(4):  # first tile row: heads 1-4; second: the sum, on its own colour scale
+        np.testing.assert_allclose(heads[:5, h * step:h * step + 5], attn[h], rtol=1e-6)
+    np.testing.assert_allclose(summed[step:step + 5, :5], attn.sum(0), rtol=1e-6)
+    assert np.isnan(heads[step:, :]).all() and np.isnan(summed[:step, :]).all() and np.isnan(heads[:, 5]).all()
+    assert fig.data[0].coloraxis != fig.data[1].coloraxis
+    assert fig.data[0].text[1][step + 2] == "head 2<br>the → cat"
+    assert list(fig.layout.yaxis.ticktext) == tokens * 2  # query tokens beside every tile row
+    assert fig.layout.yaxis.tickvals[5] == step  # the second tile row's first token
+    _check_axes(fig)
     with pytest.raises(ValueError):
         attention_heatmaps(attn, tokens[:3], "bad")
 

@@ -39,6 +39,18 @@ def test_every_recipe_lowers_its_loss(recipe, tiny_model_dir, tmp_path):
     assert np.isfinite(after) and after < before, (recipe, before, after)
 
 
+def test_pairs_per_document_draws_more_distinct_crop_pairs():
+    docs = str(demo_documents_path())
+    one, one_stats = prepare_examples(TrainConfig(corpus=docs, recipe="crop", examples=10**6), load_corpus(docs),
+                                      None)
+    three, three_stats = prepare_examples(TrainConfig(corpus=docs, recipe="crop", examples=10**6,
+                                                      pairs_per_doc=3), load_corpus(docs), None)
+    used = one_stats["documents"] - one_stats["skipped_docs"]
+    assert len(one) == used and 2 * used < len(three) <= 3 * used
+    pairs = list(zip(three["anchor"], three["positive"]))
+    assert len(set(pairs)) == len(pairs) and all(a != p for a, p in pairs)
+
+
 def test_freeze_embeddings_and_first_layers(tiny_model_dir):
     from core.models import load_model
 
@@ -58,6 +70,7 @@ def test_freeze_embeddings_and_first_layers(tiny_model_dir):
     ({"examples": 0}, "at least 1"),
     ({"pooling": "median"}, "Pooling"),
     ({"surprise": 1}, "Unknown config keys"),
+    ({"pairs_per_doc": 0}, "Pairs per document"),
 ])
 def test_bad_configs_are_refused(bad, match):
     with pytest.raises(UserError, match=match):

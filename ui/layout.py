@@ -6,10 +6,14 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.compare import run_label
+from core.errors import UserError
+from core.runs import RunStore
 from ui import state
 from ui.feedback import guard
 from ui.nav import steps
 from ui.resources import device
+from ui.run_picker import shown_run
 
 
 def page_setup(title: str, icon: str = ":material/hub:") -> None:
@@ -39,7 +43,7 @@ def sidebar() -> None:
     """Page links, then the current corpus, reference model, selected run and device, so every page says
     what it works on. The links replace Streamlit's own list (off in config.toml), which would call the
     home page "app"."""
-    corpus, model, run = state.corpus(), state.model_name(), state.run_id()
+    corpus, model = state.corpus(), state.model_name()
     with st.sidebar:
         st.page_link("app.py", label="Home", icon=":material/home:")
         for step in steps():
@@ -53,8 +57,26 @@ def sidebar() -> None:
             st.markdown(f"**Corpus** · {corpus.name}")
             st.caption(f"{n_rows:,} rows · {len(corpus.classes)} classes: {_class_list(corpus.classes)}")
         st.markdown(f"**Reference model** · `{model_label(model)}`", help=model)
-        st.markdown(f"**Run** · {f'`{run}`' if run else 'none selected'}")
+        run_line()
         st.markdown(f"**Device** · {device()}")
+
+
+def run_line() -> None:
+    """The run the comparison pages show by default, and the session's own run while it is still training."""
+    corpus, selected = state.corpus(), state.run_id()
+    shown = shown_run(corpus) if corpus is not None else None
+    if shown is None:
+        st.markdown("**Run** · no finished run yet")
+    else:
+        st.markdown(f"**Run** · `{shown.id}`", help=run_label(shown))
+        st.caption(f"{run_label(shown).rsplit(' · ', 1)[0]}{'' if shown.id == selected else ' · newest finished'}")
+    if selected and selected != (shown.id if shown else None):
+        try:
+            status = RunStore().get(selected).status
+        except UserError:
+            return  # deleted on the Runs page
+        where = "on another corpus" if status == "done" else status
+        st.caption(f"Selected run `{selected}`: {where}")
 
 
 def _class_list(classes: list[str], limit: int = 6) -> str:

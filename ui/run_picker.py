@@ -27,9 +27,15 @@ def _select(key: str) -> None:
     state.set_run_id(st.session_state[key])
 
 
+def shown_run(corpus: Corpus) -> Run | None:
+    """The run the comparison pages show unless another is picked: the session's run when it is a finished
+    run of this corpus, else the newest finished one (None when there is none)."""
+    runs = finished_runs(RunStore(), corpus)
+    return next((run for run in runs if run.id == state.run_id()), runs[0] if runs else None)
+
+
 def pick_run(corpus: Corpus, key: str) -> Run | None:
-    """One finished run of this corpus (the session's run, else the newest), or None after saying how to
-    get one."""
+    """One finished run of this corpus (shown_run by default), or None after saying how to get one."""
     runs = {run.id: run for run in finished_runs(RunStore(), corpus)}
     if not runs:
         no_run_message()
