@@ -263,6 +263,11 @@ class RunStore:
             for row in rows
         ]
 
+    def any_active(self) -> bool:
+        """True while some run is queued or running (one cheap query, for per-rerun checks)."""
+        with self._tx(write=False) as con:
+            return con.execute(f"SELECT 1 FROM runs WHERE {_ACTIVE_SQL} LIMIT 1").fetchone() is not None
+
     def run_dir(self, run_id: str) -> Path:
         """Artefact folder; the id is checked so a crafted id can never point outside the root."""
         if not _ID_RE.fullmatch(run_id):

@@ -200,42 +200,77 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
-def start(store: RunStore, run_id: str) -> int:
-    """Execute a queued run in a detached process (own session: closing the app's terminal or tab
-    does not stop it). Its output goes to <run_dir>/worker.log. Returns the worker's pid."""
-    run = store.get(run_id)
-    if run.status != "queued" or run.pid is not None:
-        raise UserError(f"Run {run_id} was already started (it is {run.status}); create a new run to train again.")
-    run_dir = store.run_dir(run_id)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / LOG_NAME, "ab") as log:
+def spawn(store: RunStore, args: list[str], log_path: Path) -> int:
+    """`python -m core.worker ROOT *args` as a detached process (own session: closing the app's terminal
+    or tab does not stop it), output appended to log_path. Returns its pid."""
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "core.worker", str(store.root), run_id],
+            [sys.executable, "-m", "core.worker", str(store.root), *args],
             cwd=REPO_ROOT, env=_worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     # Wait for it in the background so a finished worker does not linger as a zombie of the app.
     threading.Thread(target=proc.wait, name=f"worker-{proc.pid}", daemon=True).start()
-    if not store.claim(run_id, proc.pid):  # another tab started it at the same moment; ours will exit
-        raise UserError(f"Run {run_id} was started by another session at the same moment; it runs there.")
     return proc.pid
 
 
+def start(store: RunStore, run_id: str) -> int:
+    """Execute a queued run in a detached process: a waiting standby (core.standby) when there is one,
+    else a new worker. Its output goes to <run_dir>/worker.log. Returns the worker's pid."""
+    from core import standby
+
+    run = store.get(run_id)
+    if run.status != "queued" or run.pid is not None:
+        raise UserError(f"Run {run_id} was already started (it is {run.status}); create a new run to train again.")
+    run_dir = store.run_dir(run_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pid = standby.hand_over(store, run_id) or spawn(store, [run_id], run_dir / LOG_NAME)
+    if not store.claim(run_id, pid):  # another tab started it at the same moment; ours will exit
+        raise UserError(f"Run {run_id} was started by another session at the same moment; it runs there.")
+    return pid
+
+
+def _log_to(path: Path) -> None:
+    """Send this process's stdout and stderr to `path` (a standby learns its run, and log, only later)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m core.worker ROOT RUN_ID`: the body of a worker process. Exit 0 if the run is done."""
+    """`python -m core.worker ROOT (RUN_ID | --standby)`: the body of a worker process. Exit 0 if the run is
+    done (or a standby timed out unused)."""
+    from core import standby
+
     parser = argparse.ArgumentParser(prog="python -m core.worker", description="Execute one queued ContrastLab run.")
     parser.add_argument("root", help="run store root (the folder holding runs.sqlite)")
-    parser.add_argument("run_id")
+    parser.add_argument("run_id", nargs="?", help="the run to execute")
+    parser.add_argument("--standby", action="store_true", help="import first, then wait for a run (core.standby)")
     args = parser.parse_args(argv)
+    if bool(args.run_id) == args.standby:
+        parser.error("give either a RUN_ID or --standby")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` ends the run as cancelled
     store = RunStore(args.root)
-    print(f"[worker] pid {os.getpid()} executing run {args.run_id}", flush=True)
+    run_id = args.run_id
+    if args.standby:
+        print(f"[worker] pid {os.getpid()} on standby", flush=True)
+        try:
+            run_id = standby.serve(store)
+        except KeyboardInterrupt:
+            return 0
+        if run_id is None:
+            print(f"[worker] pid {os.getpid()} left standby unused", flush=True)
+            return 0
+        _log_to(store.run_dir(run_id) / LOG_NAME)
+    print(f"[worker] pid {os.getpid()} executing run {run_id}", flush=True)
     try:
-        execute(store, args.run_id)
+        execute(store, run_id)
     except KeyboardInterrupt:
         print("[worker] interrupted", flush=True)
-    status = store.get(args.run_id).status
-    print(f"[worker] run {args.run_id} ended {status}", flush=True)
+    status = store.get(run_id).status
+    print(f"[worker] run {run_id} ended {status}", flush=True)
     return 0 if status == "done" else 1
 
 

@@ -217,6 +217,8 @@ else:
         show_preview(recipe, fields, preview)
 
 busy = shown is not None and shown.active
+with ui.guard("Preparing a worker"):
+    runs_view.keep_warm()
 start_col, sweep_col = st.columns([1, 3])
 if start_col.button("Start training", type="primary", icon=":material/play_arrow:", disabled=fields is None or busy,
                     help="The shown run is still going; cancel it or wait." if busy else None):

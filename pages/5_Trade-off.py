@@ -107,6 +107,8 @@ def _active(run_id: str) -> bool:
         return False
 
 
+with ui.guard("Preparing a worker"):
+    runs_view.keep_warm()  # first thing: it imports while the page scores and mines
 trade_off_plot()
 st.subheader("Margin")
 st.caption("What a triplet margin does, before any training: the share of the reference model's mined "

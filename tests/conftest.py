@@ -10,6 +10,8 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# No pre-warmed workers (core.standby) outliving a test; tests/test_standby.py turns them on where tested.
+os.environ["CONTRASTLAB_STANDBY_S"] = "0"
 
 from tests.tiny_model import build_tiny_model  # noqa: E402
 

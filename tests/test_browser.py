@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from core import standby
+from core.runs import RunStore
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,14 +53,20 @@ def _wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, tiny_model_dir) -> Iterator[str]:
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("browser-home")
+
+
+@pytest.fixture(scope="module")
+def server(home, tiny_model_dir) -> Iterator[str]:
     """`streamlit run app.py` on a free localhost port with the tiny model and a temp home; always stopped."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing; install it with `apt-get install chromium` to run browser tests")
-    home = tmp_path_factory.mktemp("browser-home")
     log = home / "streamlit.log"
     port = _free_port()
-    env = {**os.environ, "CONTRASTLAB_MODEL": str(tiny_model_dir), "CONTRASTLAB_HOME": str(home)}
+    # Pre-warmed workers on, as for a user: the Train page keeps one waiting and the run goes to it.
+    env = {**os.environ, "CONTRASTLAB_MODEL": str(tiny_model_dir), "CONTRASTLAB_HOME": str(home),
+           "CONTRASTLAB_STANDBY_S": "300"}
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.address", "localhost", "--server.headless", "true", "--server.fileWatcherType", "none"]
     with log.open("w") as out:
@@ -73,6 +82,7 @@ def server(tmp_path_factory, tiny_model_dir) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        standby.stop_all(RunStore(home))
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +151,7 @@ def test_home_and_corpus_evaluation(server, page):
     screenshot(page, "corpus.png")
 
 
-def test_train_run_live_then_runs_and_export(server, page):
+def test_train_run_live_then_runs_and_export(server, page, home):
     """Demo corpus -> a tiny triplet run started from the Train page, followed live to the end -> the run
     listed, exported and downloadable on the Runs & export page."""
     page.goto(server)
@@ -163,6 +173,8 @@ def test_train_run_live_then_runs_and_export(server, page):
     page.locator(".js-plotly-plot").first.wait_for()
     wait_idle(page)
     assert "run=" in page.url  # a reload or second tab on this URL shows the same run
+    run = RunStore(home).get(page.url.split("run=")[1].split("&")[0])
+    assert f"pid {run.pid} on standby" in (home / "standby" / "standby.log").read_text()  # a pre-warmed worker
     assert_no_errors(page)
     screenshot(page, "train.png")
 

@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core import worker
+from core import standby, worker
 from core.errors import UserError
 from core.export import export_name, export_run, safe_name
 from core.plots import loss_curve_figure
@@ -117,6 +117,12 @@ def corpus_fields() -> dict:
     else:
         path = persist_table(table.df, columns, drop_duplicates=dropped)
     return {"corpus": str(path), "text_col": columns.text, "label_col": columns.label, "split_col": columns.split}
+
+
+def keep_warm() -> None:
+    """Keep a pre-warmed worker waiting (core.standby) on pages that start runs, so a run starts training
+    without first spending seconds on imports."""
+    standby.ensure(store())
 
 
 def start_run(kind: str, config: dict) -> str:

@@ -1,0 +1,85 @@
+"""Pre-warmed workers with real processes: a queued run goes to the waiting standby, an unused standby
+times out and cleans up, and stop_all ends one even while it is still importing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from core import standby, worker
+from core.runs import RunStore, pid_alive
+
+IMPORT_TIMEOUT_S = 180  # a standby imports torch and sentence-transformers first: ~9 s idle, more when busy
+
+
+def _wait(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _markers(store: RunStore) -> list[str]:
+    return sorted(p.name for p in standby.folder(store).iterdir() if p.name != "standby.log")
+
+
+@pytest.fixture
+def store(contrastlab_home, monkeypatch) -> RunStore:
+    monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "60")
+    store = RunStore(contrastlab_home)
+    yield store
+    standby.stop_all(store)
+
+
+def test_a_queued_run_goes_to_the_ready_standby(store):
+    pid = standby.ensure(store)
+    assert standby.ensure(store) == pid  # still importing: counted, no second process
+    _wait(lambda: (standby.folder(store) / f"{pid}.ready").exists(), IMPORT_TIMEOUT_S, "the standby to be ready")
+
+    run_id = store.create("wait", {"steps": 3, "step_s": 0.01})
+    assert worker.start(store, run_id) == pid
+    _wait(lambda: store.get(run_id).status == "done", 60, "the run to finish")
+    run = store.get(run_id)
+    assert run.pid == pid and Path(run.artefacts["result"]).is_file()
+    log = (store.run_dir(run_id) / worker.LOG_NAME).read_text()
+    assert f"pid {pid} executing run {run_id}" in log and "ended done" in log
+    _wait(lambda: not pid_alive(pid), 30, "the standby to exit after its run")
+    assert _markers(store) == []
+
+    fresh = store.create("wait", {"steps": 1, "step_s": 0.01})  # none waiting now: a new worker takes it
+    assert worker.start(store, fresh) != pid
+
+
+def test_a_run_started_while_the_standby_imports_waits_for_it(store):
+    pid = standby.ensure(store)
+    run_id = store.create("wait", {"steps": 2, "step_s": 0.01})
+    assert worker.start(store, run_id) == pid  # sooner than a fresh process, which would import as well
+    assert (standby.folder(store) / f"{pid}.taken").exists()
+    _wait(lambda: store.get(run_id).status == "done", IMPORT_TIMEOUT_S, "the run to finish")
+    assert store.get(run_id).pid == pid
+
+
+def test_an_unused_standby_times_out_and_cleans_up(store, monkeypatch):
+    monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "0.5")
+    pid = standby.ensure(store)
+    _wait(lambda: not pid_alive(pid), IMPORT_TIMEOUT_S, "the idle standby to exit")
+    assert _markers(store) == []
+    assert f"pid {pid} left standby unused" in (standby.folder(store) / "standby.log").read_text()
+    assert standby.hand_over(store, store.create("wait", {})) is None
+
+
+def test_stop_all_ends_a_standby_while_it_imports(store):
+    pid = standby.ensure(store)
+    assert standby.stop_all(store) == [pid]
+    _wait(lambda: not pid_alive(pid), 30, "the stopped standby to exit")
+    assert standby.ensure(store) != pid  # the stopped one no longer counts
+
+
+def test_standbys_off_and_none_started_beside_an_active_run(store, monkeypatch):
+    store.create("wait", {})  # queued: it would compete with a standby's imports
+    assert standby.ensure(store) is None and _markers(store) == []
+    monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "0")
+    assert standby.ensure(store) is None
