@@ -107,8 +107,6 @@ def _active(run_id: str) -> bool:
         return False
 
 
-with ui.guard("Preparing a worker"):
-    runs_view.keep_warm()  # first thing: it imports while the page scores and mines
 trade_off_plot()
 st.subheader("Margin")
 st.caption("What a triplet margin does, before any training: the share of the reference model's mined "
@@ -119,3 +117,5 @@ if picked is not None:
     if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):
         start_quick(picked)
     quick_status()
+with ui.guard("Preparing a worker"):
+    runs_view.keep_warm()  # last: its imports would slow the scoring and mining above on a small CPU

@@ -94,6 +94,7 @@ def test_cli_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
         ["train", str(bad_file), "--model", str(tiny_model_dir)],
         ["train", str(demo_corpus_path()), "--recipe", "nope"],
         ["train", str(demo_corpus_path()), "--margin", "-1"],
+        ["crop", str(demo_documents_path()), "--pairs-per-doc", "0"],
         ["train", str(demo_corpus_path()), "--model", str(tmp_path / "no-such-model")],
         ["evaluate", str(tmp_path / "missing.csv")],
         ["export", "20990101-000000-000-abcdef", "--out", str(tmp_path)],
