@@ -46,11 +46,22 @@ def _markers(store: RunStore, *states: str) -> dict[int, Path]:
         pid, _, state = marker.name.partition(".")
         if state not in states or not pid.isdigit():
             continue
-        if pid_alive(int(pid)):
+        if _is_standby(int(pid)):
             found[int(pid)] = marker
         else:
             marker.unlink(missing_ok=True)
     return found
+
+
+def _is_standby(pid: int) -> bool:
+    """Alive and, where procfs tells, still a standby worker: a killed standby's pid may be reused."""
+    if not pid_alive(pid):
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:  # no procfs (macOS): trust the pid
+        return True
+    return b"core.worker" in command and b"--standby" in command
 
 
 def ensure(store: RunStore) -> int | None:

@@ -78,6 +78,14 @@ def test_stop_all_ends_a_standby_while_it_imports(store):
     assert standby.ensure(store) != pid  # the stopped one no longer counts
 
 
+def test_a_marker_left_by_a_killed_standby_is_ignored(store):
+    import os
+
+    stale = standby.folder(store) / f"{os.getpid()}.ready"  # a live pid, but not a standby (pid reuse)
+    stale.touch()
+    assert standby.hand_over(store, store.create("wait", {})) is None and not stale.exists()
+
+
 def test_standbys_off_and_none_started_beside_an_active_run(store, monkeypatch):
     store.create("wait", {})  # queued: it would compete with a standby's imports
     assert standby.ensure(store) is None and _markers(store) == []
