@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-all bench
+.PHONY: run test test-all bench screenshots
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,3 +23,6 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+screenshots: $(STAMP)  # the browser test, saving its page screenshots into docs/screenshots
+	CONTRASTLAB_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_browser.py

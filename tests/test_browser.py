@@ -24,7 +24,8 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+# test-artifacts/ (git-ignored) so a test run leaves the tree clean; `make screenshots` refreshes the docs' set.
+SCREENSHOTS = Path(os.environ.get("CONTRASTLAB_SCREENSHOTS") or ROOT / "test-artifacts" / "screenshots")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 START_TIMEOUT_S = 40
