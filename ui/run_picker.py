@@ -27,22 +27,30 @@ def _select(key: str) -> None:
     state.set_run_id(st.session_state[key])
 
 
+def _finished(corpus: Corpus) -> dict[str, Run]:
+    return {run.id: run for run in finished_runs(RunStore(), corpus)}
+
+
+def _default(runs: dict[str, Run]) -> str:
+    """The session's run when it is one of `runs` (finished runs of the corpus, newest first), else the newest."""
+    current = state.run_id()
+    return current if current in runs else next(iter(runs))
+
+
 def shown_run(corpus: Corpus) -> Run | None:
-    """The run the comparison pages show unless another is picked: the session's run when it is a finished
-    run of this corpus, else the newest finished one (None when there is none)."""
-    runs = finished_runs(RunStore(), corpus)
-    return next((run for run in runs if run.id == state.run_id()), runs[0] if runs else None)
+    """The run the comparison pages show unless another is picked (None when there is none)."""
+    runs = _finished(corpus)
+    return runs[_default(runs)] if runs else None
 
 
 def pick_run(corpus: Corpus, key: str) -> Run | None:
     """One finished run of this corpus (shown_run by default), or None after saying how to get one."""
-    runs = {run.id: run for run in finished_runs(RunStore(), corpus)}
+    runs = _finished(corpus)
     if not runs:
         no_run_message()
         return None
     ids = list(runs)
-    current = state.run_id()
-    picked = st.selectbox("Fine-tuned run", ids, index=ids.index(current) if current in runs else 0,
+    picked = st.selectbox("Fine-tuned run", ids, index=ids.index(_default(runs)),
                           format_func=lambda run_id: run_label(runs[run_id]), key=key,
                           on_change=_select, args=(key,))
     return runs[picked]
@@ -50,11 +58,10 @@ def pick_run(corpus: Corpus, key: str) -> Run | None:
 
 def pick_runs(corpus: Corpus, key: str) -> list[Run]:
     """Any number of finished runs of this corpus, starting with the session's run (else the newest)."""
-    runs = {run.id: run for run in finished_runs(RunStore(), corpus)}
+    runs = _finished(corpus)
     if not runs:
         no_run_message()
         return []
-    current = state.run_id()
-    picked = st.multiselect("Fine-tuned runs", list(runs), default=[current if current in runs else next(iter(runs))],
+    picked = st.multiselect("Fine-tuned runs", list(runs), default=[_default(runs)],
                             format_func=lambda run_id: run_label(runs[run_id]), key=key)
     return [runs[run_id] for run_id in picked]
