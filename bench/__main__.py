@@ -14,9 +14,9 @@ from bench.common import Options, quiet_libraries
 BENCHMARKS = {
     "reference": "seed 000 Table 1 reference row: P@16 / S@16 of all-MiniLM-L6-v2 on SST-2 vs published",
     "layerwise": "one-pass layer-wise encoding vs one forward pass per layer",
-    "throughput": "core.encode.encode vs SentenceTransformer.encode; FAISS kNN vs numpy brute force",
+    "throughput": "core.models.encode.encode vs SentenceTransformer.encode; FAISS kNN vs numpy brute force",
     "overhead": "our training path vs a bare SentenceTransformerTrainer",
-    "margin": "TripletLoss margin 0.1 vs 5.0 on SST-2 (seed 000 trend), via core.train.run_training",
+    "margin": "TripletLoss margin 0.1 vs 5.0 on SST-2 (seed 000 trend), via core.training.trainer.run_training",
     "crops": "crop pairs vs dropout pairs, random BERT from scratch on BBC News (seed 002)",
     "pages": "the app in Chromium: quick margin point, cached page switches vs first visits",
 }

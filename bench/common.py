@@ -27,7 +27,7 @@ class Options:
 
 
 class NoopReporter:
-    """A core.train.Reporter that records nothing and never asks to stop."""
+    """A core.training.trainer.Reporter that records nothing and never asks to stop."""
 
     def progress(self, **fields) -> None:
         pass
@@ -60,7 +60,7 @@ def set_seeds(seed: int = SEED) -> None:
 
 def quiet_libraries() -> None:
     """Offline, no progress bars or warnings from HF libraries on the benchmark's stdout."""
-    from core.models import setup_offline
+    from core.models.loading import setup_offline
 
     setup_offline()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -75,7 +75,7 @@ def quiet_libraries() -> None:
 
 def load_minilm():
     """The packaged all-MiniLM-L6-v2 on CPU (the benchmarks compare CPU figures)."""
-    from core.models import load_model
+    from core.models.loading import load_model
 
     return load_model(None, device="cpu")
 

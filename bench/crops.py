@@ -3,8 +3,8 @@
 A randomly initialised BERT (same weights for both arms) is trained from scratch on BBC News documents,
 once with crop pairs (two different chunks of t = 2 sentences of one document) and once with dropout
 pairs (one chunk twice), same number of batches, MultipleNegativesRankingLoss scale 20 (tau 0.05),
-through core.train.make_trainer. kNN accuracy (core.metrics.knn_accuracy on core.encode embeddings,
-BBC stratified split from core.corpus.load_corpus) before, after 100 batches and at the end; the seed
+through core.training.trainer.make_trainer. kNN accuracy (core.evaluation.metrics.knn_accuracy on core.models.encode embeddings,
+BBC stratified split from core.data.corpus.load_corpus) before, after 100 batches and at the end; the seed
 002 claim is that most of the gain comes in the first ~100 batches.
 """
 
@@ -32,7 +32,7 @@ def build_random_bert(path: Path, *, layers: int, hidden: int, heads: int, max_s
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from core.models import resolve_model
+    from core.models.loading import resolve_model
 
     path.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model())
@@ -59,8 +59,8 @@ class KnnProbe:
         self.test_texts, self.test_labels = corpus.test_texts, corpus.test_labels
 
     def __call__(self, model) -> float:
-        from core.encode import encode
-        from core.metrics import knn_accuracy
+        from core.evaluation.metrics import knn_accuracy
+        from core.models.encode import encode
 
         base = encode(model, self.base_texts, batch_size=64).embeddings
         test = encode(model, self.test_texts, batch_size=64).embeddings
@@ -71,10 +71,10 @@ def train_arm(recipe: str, model_dir: Path, docs: list[str], steps: int, checkpo
               work: Path) -> dict:
     from transformers import TrainerCallback
 
-    from core.crops import crop_pairs, dropout_pairs, to_dataset
-    from core.models import load_model
-    from core.recipes import get_recipe
-    from core.train import TrainConfig, make_trainer
+    from core.data.crops import crop_pairs, dropout_pairs, to_dataset
+    from core.models.loading import load_model
+    from core.training.recipes import get_recipe
+    from core.training.trainer import TrainConfig, make_trainer
 
     set_seeds()
     # Enough pairs that no pair repeats within the budget (more than one per document when needed).
@@ -105,8 +105,8 @@ def train_arm(recipe: str, model_dir: Path, docs: list[str], steps: int, checkpo
 
 
 def run(opts: Options) -> None:
-    from core.corpus import load_corpus
-    from core.models import load_model
+    from core.data.corpus import load_corpus
+    from core.models.loading import load_model
 
     set_seeds()
     steps = 30 if opts.quick else 300

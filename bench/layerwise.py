@@ -1,6 +1,6 @@
 """One-pass layer-wise encoding vs one forward pass per layer (DESIGN §5).
 
-Ours: core.encode.encode(..., layers=True) — one forward pass per batch yields the pooled embedding and
+Ours: core.models.encode.encode(..., layers=True) — one forward pass per batch yields the pooled embedding and
 every layer's mean-pooled hidden state. Baseline: for each layer l = 0..L, run the model over all texts
 with output_hidden_states and keep only layer l (same length-sorted batches, same batch size, so the
 only difference is the number of passes). Both must give the same vectors. The arms alternate every few batches, so load from other processes
@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bench.common import (Options, header, line, load_minilm, load_note, paired, ratio, runs_note, set_seeds,
-                          sst2_texts)
+from bench.common import Options, header, line, load_minilm, load_note, paired, ratio, runs_note, set_seeds, sst2_texts
 
 BATCH = 64
 CHUNK = 4 * BATCH
@@ -39,7 +38,7 @@ def per_layer_baseline(model, texts: list[str], batch_size: int = BATCH) -> np.n
 
 
 def run(opts: Options) -> None:
-    from core.encode import encode
+    from core.models.encode import encode
 
     set_seeds()
     n = 300 if opts.quick else 2000

@@ -1,6 +1,6 @@
 """Training-loop overhead (DESIGN §5): our trainer vs a bare SentenceTransformerTrainer.
 
-Ours: core.train.make_trainer with our progress / ETA / cancel callback attached (no-op reporter).
+Ours: core.training.trainer.make_trainer with our progress / ETA / cancel callback attached (no-op reporter).
 Baseline: a SentenceTransformerTrainer built here directly, with the same model initialisation (a copy of
 one loaded model), the same mined triplets, the same TripletLoss and the same training arguments,
 evaluation off. Both runs must do the same work (same final loss); the ratio bare/ours is the share of
@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import (NoopReporter, Options, header, line, load_minilm, load_note, runs_note,
-                          set_seeds, sst2_texts)
+from bench.common import NoopReporter, Options, header, line, load_minilm, load_note, runs_note, set_seeds, sst2_texts
 
 BATCH = 32
 LR = 3e-5
@@ -50,9 +49,9 @@ def bare_trainer(model, loss, dataset, out_dir: Path):
 
 
 def run(opts: Options) -> None:
-    from core.examples import MiningSettings, mine
-    from core.recipes import get_recipe
-    from core.train import TrainConfig, make_trainer
+    from core.data.mining import MiningSettings, mine
+    from core.training.recipes import get_recipe
+    from core.training.trainer import TrainConfig, make_trainer
 
     set_seeds()
     n_examples = 96 if opts.quick else 600

@@ -3,7 +3,7 @@ demo corpus) driven in headless Chromium.
 
 - Quick margin point: on the Trade-off page, press "Train quick model" and time until its point is on the
   plot (issue target ~30 s on 2 CPU cores), split into worker start-up, training and evaluation from the
-  run's own timings. The page keeps a pre-warmed worker (core.standby), as it does for a user.
+  run's own timings. The page keeps a pre-warmed worker (core.jobs.standby), as it does for a user.
 - Page switches: each analysis page opened once (it computes, baseline), then again from the caches; the
   ratio is cached / first visit (issue target for a cached switch: under ~2 s).
 """
@@ -72,12 +72,13 @@ def run(opts: Options) -> None:
         raise SystemExit(f"bench pages: {CHROMIUM} is missing (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    from core import standby
-    from core.runs import RunStore, default_root
+    from core.jobs import standby
+    from core.runs.store import RunStore
+    from core.storage import home as contrastlab_home
 
     os.environ.pop("CONTRASTLAB_MODEL", None)  # the packaged default model, as a user gets it
     port = 8600 + os.getpid() % 300
-    home = default_root()
+    home = contrastlab_home()
     proc = _serve(port, home / "streamlit.log")
     rounds = 1 if opts.quick else 3
     try:

@@ -1,8 +1,8 @@
 """Encoding throughput and neighbour search (DESIGN §5).
 
-1. core.encode.encode vs plain SentenceTransformer.encode on the same texts, batch 64: texts/s of both
+1. core.models.encode.encode vs plain SentenceTransformer.encode on the same texts, batch 64: texts/s of both
    and ours/theirs (the aim is >= 0.95: our extra outputs must not cost throughput).
-2. core.metrics.knn_accuracy (FAISS) vs a vectorised numpy brute-force kNN with the same vote rule on the
+2. core.evaluation.metrics.knn_accuracy (FAISS) vs a vectorised numpy brute-force kNN with the same vote rule on the
    same embeddings: time ratio and equal accuracy.
 """
 
@@ -10,8 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.common import (Options, header, interleaved, line, load_minilm, load_note, paired, ratio, runs_note,
-                          set_seeds, sst2_texts)
+from bench.common import (
+    Options,
+    header,
+    interleaved,
+    line,
+    load_minilm,
+    load_note,
+    paired,
+    ratio,
+    runs_note,
+    set_seeds,
+    sst2_texts,
+)
 
 BATCH = 64
 CHUNK = 8 * BATCH
@@ -21,7 +32,7 @@ KNN_K = 10
 def numpy_knn_accuracy(train: np.ndarray, train_labels: np.ndarray, test: np.ndarray, test_labels: np.ndarray,
                        k: int = KNN_K) -> float:
     """Brute force in numpy: squared Euclidean distances by one matrix product, top k by argpartition,
-    majority vote, ties to the class with the nearest vote (the rule core.metrics uses)."""
+    majority vote, ties to the class with the nearest vote (the rule core.evaluation.metrics uses)."""
     train = train.astype(np.float32)
     test = test.astype(np.float32)
     d = (test * test).sum(1)[:, None] - 2.0 * test @ train.T + (train * train).sum(1)[None, :]
@@ -37,8 +48,8 @@ def numpy_knn_accuracy(train: np.ndarray, train_labels: np.ndarray, test: np.nda
 
 
 def run(opts: Options) -> None:
-    from core.encode import encode
-    from core.metrics import knn_accuracy
+    from core.evaluation.metrics import knn_accuracy
+    from core.models.encode import encode
 
     set_seeds()
     n = 500 if opts.quick else 4000
@@ -54,7 +65,7 @@ def run(opts: Options) -> None:
                            chunks, repeats=repeats, warmup=texts[:BATCH], budget_s=120 if opts.quick else 420)
     emb = {name: np.concatenate(parts) for name, parts in outs.items()}
     diff = float(np.abs(emb["ours"] - emb["theirs"]).max())
-    header("throughput: core.encode.encode vs SentenceTransformer.encode",
+    header("throughput: core.models.encode.encode vs SentenceTransformer.encode",
            f"all-MiniLM-L6-v2, {n} SST-2 texts, batch {BATCH}, CPU; arms alternate every {CHUNK} texts; "
            f"median of {len(runs['ours'])} repeats, {load_note()}")
     line("ours", f"{n / t['ours']:.0f} texts/s  ({t['ours']:.2f} s)")
@@ -79,7 +90,7 @@ def run(opts: Options) -> None:
     tk, knn_runs = interleaved({"faiss": faiss_knn, "numpy": numpy_knn}, repeats=knn_repeats,
                                 warmup={"faiss": faiss_knn, "numpy": numpy_knn}, budget_s=60)
     print()
-    header("throughput: FAISS kNN (core.metrics.knn_accuracy) vs numpy brute force",
+    header("throughput: FAISS kNN (core.evaluation.metrics.knn_accuracy) vs numpy brute force",
            f"k = {KNN_K}, euclidean, {len(test)} queries x {len(train)} base vectors of dim {x.shape[1]}, "
            f"median of {len(knn_runs['faiss'])} interleaved repeats, {load_note()}")
     line("ours (FAISS)", f"{tk['faiss'] * 1000:.1f} ms  (accuracy {acc['faiss'] * 100:.1f})")

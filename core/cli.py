@@ -49,14 +49,14 @@ def _corpus_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_corpus(args):
-    from core.corpus import load_corpus
+    from core.data.corpus import load_corpus
 
     return load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
 
 
 def cmd_evaluate(args) -> dict:
-    from core.evaluate import EvalSettings, evaluate
-    from core.models import load_model
+    from core.evaluation.evaluate import EvalSettings, evaluate
+    from core.models.loading import load_model
 
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
@@ -73,8 +73,8 @@ def cmd_evaluate(args) -> dict:
 
 
 def cmd_layers(args) -> dict:
-    from core.evaluate import EvalSettings, evaluate_layers
-    from core.models import load_model
+    from core.evaluation.evaluate import EvalSettings, evaluate_layers
+    from core.models.loading import load_model
 
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
@@ -130,7 +130,7 @@ def _train_args(p: argparse.ArgumentParser, with_recipe: bool = True) -> None:
 
 def _train_config(args, overrides: dict | None = None) -> dict:
     """Config file first, then CLI flags, then command-specific overrides."""
-    from core.train import TrainConfig
+    from core.training.trainer import TrainConfig
 
     data = TrainConfig.from_file(args.config).to_dict() if args.config else {}
     for key in ("corpus", "text_col", "label_col", "split_col", "model", "device", "freeze_embeddings"):
@@ -150,8 +150,8 @@ def _train_config(args, overrides: dict | None = None) -> dict:
 
 def _check_inputs(cfg) -> None:
     """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once."""
-    from core.corpus import load_corpus
-    from core.models import resolve_model
+    from core.data.corpus import load_corpus
+    from core.models.loading import resolve_model
 
     load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
     resolve_model(cfg.model)
@@ -165,10 +165,10 @@ def follow(store, run_id: str) -> object:
 
     from tqdm import tqdm
 
-    from core import worker
-    from core.sweep import cancel
+    from core.jobs import launch
+    from core.jobs.sweep import cancel
 
-    worker.start(store, run_id)
+    launch.start(store, run_id)
     bar, phase = None, None
     try:
         while True:
@@ -205,7 +205,7 @@ def _finish_run(store, run, args) -> dict:
     result = {"run_id": run.id, "status": run.status, "model_path": run.artefacts.get("model"),
               "before": run.metrics_before, "after": run.metrics_after}
     if run.status == "done" and args.out:
-        from core.export import export_run
+        from core.runs.export import export_run
 
         result["export"] = export_run(store, run.id, args.out)
     return result
@@ -220,7 +220,7 @@ class RunFailed(Exception):
 
 
 def cmd_train(args, overrides: dict | None = None) -> dict:
-    from core.runs import RunStore
+    from core.runs.store import RunStore
 
     store = RunStore()
     run_id = store.create("train", _train_config(args, overrides))
@@ -239,8 +239,8 @@ def cmd_crop(args) -> dict:
 
 
 def cmd_sweep(args) -> dict:
-    from core.runs import RunStore
-    from core.sweep import sweep_config
+    from core.jobs.sweep import sweep_config
+    from core.runs.store import RunStore
 
     base = _train_config(args)
     recipes = [r.strip() for r in (args.recipes or args.recipe or base["recipe"]).split(",") if r.strip()]
@@ -260,7 +260,7 @@ def cmd_sweep(args) -> dict:
 
 
 def cmd_runs(args) -> dict:
-    from core.runs import RunStore
+    from core.runs.store import RunStore
 
     store = RunStore()
     store.reap_orphans()
@@ -271,8 +271,8 @@ def cmd_runs(args) -> dict:
 
 
 def cmd_export(args) -> dict:
-    from core.export import export_run
-    from core.runs import RunStore
+    from core.runs.export import export_run
+    from core.runs.store import RunStore
 
     return export_run(RunStore(), args.run_id, args.out, embeddings=not args.no_embeddings)
 
@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.models import setup_offline
+    from core.models.loading import setup_offline
 
     setup_offline()
     args = build_parser().parse_args(argv)

@@ -3,3 +3,7 @@
 
 class UserError(Exception):
     """A problem with the user's input or setup, stated in one sentence with how to fix it."""
+
+
+class Cancelled(Exception):
+    """Raised by a job when it stops because the user asked it to."""

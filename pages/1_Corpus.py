@@ -3,10 +3,10 @@
 import streamlit as st
 
 import ui
-from core.corpus import DEFAULT_MAX_BYTES, Columns, detect_columns
-from core.encode import count_overlong
+from core.data.corpus import DEFAULT_MAX_BYTES, Columns, detect_columns
 from core.errors import UserError
-from core.evaluate import EvalSettings, evaluate
+from core.evaluation.evaluate import EvalSettings, evaluate
+from core.models.encode import count_overlong
 from ui.corpus_view import balance_figure, corpus_frame
 from ui.state import Table
 

@@ -5,11 +5,11 @@ or a second tab shows the same run."""
 import streamlit as st
 
 import ui
-from core.corpus import demo_documents_path, detect_columns, persist_table, read_table
+from core.data.corpus import demo_documents_path, detect_columns, persist_table, read_table
 from core.errors import UserError
-from core.recipes import RECIPES, Recipe
-from core.sweep import sweep_config
-from core.train import POOLINGS, PRECISIONS, TrainConfig, prepare_examples
+from core.jobs.sweep import sweep_config
+from core.training.recipes import RECIPES, Recipe
+from core.training.trainer import POOLINGS, PRECISIONS, TrainConfig, prepare_examples
 from ui import runs_view
 
 GROUPS = {"Supervised": False, "Self-supervised": True}

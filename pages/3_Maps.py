@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from core import compare
+from core.analysis import compare
+from core.runs.labels import run_reference
 from ui.run_picker import pick_run
 
 METHODS = {"t-SNE": "tsne", "UMAP": "umap"}
@@ -64,7 +65,7 @@ with points_col:
 ref_head, tuned_head = st.columns(2, vertical_alignment="bottom")
 with tuned_head:
     run = pick_run(corpus, key="maps_run")
-reference = compare.run_reference(run) if run else ui.state.model_name()
+reference = run_reference(run) if run else ui.state.model_name()
 ref_head.markdown(f"**Reference model** · `{ui.model_label(reference)}`", help=reference)
 
 key = (corpus.fingerprint, reference, run.id if run else None, METHODS[method_name], max_points)

@@ -3,7 +3,8 @@
 import streamlit as st
 
 import ui
-from core import compare
+from core.analysis import compare
+from core.runs.labels import run_label, run_reference
 from ui.run_picker import pick_runs
 
 ui.page_setup("Layers", ":material/stacked_line_chart:")
@@ -16,9 +17,9 @@ st.caption("Each point classifies the test texts by the majority label of their 
 corpus = ui.require_corpus()
 
 runs = pick_runs(corpus, key="layers_runs")
-references = list(dict.fromkeys([ui.state.model_name(), *map(compare.run_reference, runs)]))
+references = list(dict.fromkeys([ui.state.model_name(), *map(run_reference, runs)]))
 models = {f"reference · {ui.model_label(name)}": name for name in references}
-models |= {compare.run_label(run): run.artefacts["model"] for run in runs}
+models |= {run_label(run): run.artefacts["model"] for run in runs}
 
 curves = ui.state.session_cache("layer_curves")  # (corpus, model) -> accuracies: adding a run computes one curve
 missing = {label: name for label, name in models.items() if (corpus.fingerprint, name) not in curves}

@@ -5,10 +5,16 @@ import time
 import streamlit as st
 
 import ui
+from core.analysis.plots import tradeoff_figure
+from core.analysis.tradeoff import (
+    MARGIN_STEPS,
+    margin_constraint_share,
+    margin_share_figure,
+    mined_triplet_embeddings,
+    quick_run,
+    tradeoff_points,
+)
 from core.errors import UserError
-from core.plots import tradeoff_figure
-from core.tradeoff import (MARGIN_STEPS, margin_constraint_share, margin_share_figure, mined_triplet_embeddings,
-                           quick_run, tradeoff_points)
 from ui import runs_view
 
 POLL_S = 2

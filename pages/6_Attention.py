@@ -4,8 +4,8 @@ fine-tuned side by side for one text."""
 import streamlit as st
 
 import ui
-from core.attention import compare_attention
-from core.plots import attention_heatmaps, token_weight_bars
+from core.analysis.attention import compare_attention
+from core.analysis.plots import attention_heatmaps, token_weight_bars
 from ui import runs_view
 from ui.run_picker import pick_run
 

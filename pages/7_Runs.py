@@ -4,6 +4,7 @@
 import streamlit as st
 
 import ui
+from core.runs.labels import run_label
 from ui import runs_view
 
 ui.page_setup("Runs & export", ":material/inventory_2:")
@@ -36,7 +37,7 @@ def _pick() -> None:
 
 start = ids.index(selected.id) if selected is not None and selected.id in by_id else 0
 picked = st.selectbox("Selected run", ids, index=start, key="runs:pick", on_change=_pick,
-                      format_func=lambda i: runs_view.run_label(by_id[i]))
+                      format_func=lambda i: run_label(by_id[i]))
 run = store.get(picked)
 
 with st.container(border=True):
@@ -70,9 +71,9 @@ if len(runs) >= 2:
     st.subheader("Compare two runs")
     left, right = st.columns(2)
     a_id = left.selectbox("Run A", ids, index=ids.index(run.id), key="runs:a",
-                          format_func=lambda i: runs_view.run_label(by_id[i]))
+                          format_func=lambda i: run_label(by_id[i]))
     b_id = right.selectbox("Run B", ids, index=1 if ids.index(run.id) == 0 else 0, key="runs:b",
-                           format_func=lambda i: runs_view.run_label(by_id[i]))
+                           format_func=lambda i: run_label(by_id[i]))
     if a_id == b_id:
         st.info("Pick two different runs.")
     else:

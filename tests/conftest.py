@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# No pre-warmed workers (core.standby) outliving a test; tests/test_standby.py turns them on where tested.
+# No pre-warmed workers (core.jobs.standby) outliving a test; tests/test_standby.py turns them on where tested.
 os.environ["CONTRASTLAB_STANDBY_S"] = "0"
 
 from tests.tiny_model import build_tiny_model  # noqa: E402
@@ -33,7 +33,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
-    from core.models import load_model
+    from core.models.loading import load_model
 
     return load_model(str(tiny_model_dir), device="cpu")
 

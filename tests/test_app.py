@@ -49,11 +49,11 @@ def test_corpus_page_reports_charts_and_evaluates_once(corpus_page, monkeypatch)
     assert len(at.get("plotly_chart")) == 1
     assert len(at.dataframe) == 1
 
-    import core.evaluate
+    import core.evaluation.evaluate
 
     calls = []
-    real = core.evaluate.evaluate
-    monkeypatch.setattr(core.evaluate, "evaluate", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = core.evaluation.evaluate.evaluate
+    monkeypatch.setattr(core.evaluation.evaluate, "evaluate", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     next(b for b in at.button if b.label == "Run reference evaluation").click().run()
     assert not at.exception and not at.error
     cards = metrics(at)

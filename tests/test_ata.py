@@ -13,8 +13,8 @@ from sentence_transformers import SentenceTransformer, SentenceTransformerTraine
 from sentence_transformers.base.modules import Transformer
 from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-from core.ata import ATAPooling, ata_weights, build_ata_model, token_weights
-from core.crops import CropPairs, to_dataset
+from core.data.crops import CropPairs, to_dataset
+from core.models.ata import ATAPooling, ata_weights, build_ata_model, token_weights
 from tests.tiny_model import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +143,7 @@ def test_token_weights_for_the_attention_page(base, ata):
 
 # Reads a model path on stdin, so the slow library import overlaps the training in the test.
 RELOAD_SCRIPT = (
-    "import json; from core.ata import load_model; m = load_model(input(), device='cpu'); "
+    "import json; from core.models.ata import load_allowing_ata; m = load_allowing_ata(input(), device='cpu'); "
     f"print(json.dumps([type(x).__name__ for x in m])); print(json.dumps(m.encode({TEXTS!r}).tolist()))"
 )
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-import core.attention
-from core.attention import compare_attention, weight_changes
+import core.analysis.attention
+from core.analysis.attention import compare_attention, weight_changes
 from core.errors import UserError
 
 TEXT = "the film was good but the story was long"
@@ -75,18 +75,18 @@ def test_empty_text_is_refused(tiny_model, text):
 
 
 def test_over_long_text_and_other_tokenizer_are_refused(tiny_model, monkeypatch):
-    monkeypatch.setattr(core.attention, "MAX_TOKENS", 8)  # the tiny model truncates at 128 tokens itself
+    monkeypatch.setattr(core.analysis.attention, "MAX_TOKENS", 8)  # the tiny model truncates at 128 tokens itself
     with pytest.raises(UserError, match="12 tokens long.*up to 8 tokens"):
         compare_attention(tiny_model, None, " ".join(["word"] * 10))
     monkeypatch.undo()
 
-    real = core.attention.token_weights
+    real = core.analysis.attention.token_weights
     other = object()
 
     def fake(model, text):
         tokens, weights, attention = real(tiny_model, text)
         return ([t.upper() for t in tokens] if model is other else tokens), weights, attention
 
-    monkeypatch.setattr(core.attention, "token_weights", fake)
+    monkeypatch.setattr(core.analysis.attention, "token_weights", fake)
     with pytest.raises(UserError, match="other tokens"):
         compare_attention(tiny_model, other, TEXT)

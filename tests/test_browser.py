@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from core import standby
-from core.runs import RunStore
+from core.jobs import standby
+from core.runs.store import RunStore
 
 pytestmark = pytest.mark.browser
 

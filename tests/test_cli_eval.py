@@ -6,7 +6,7 @@ import json
 import pytest
 
 from core.cli import main
-from core.corpus import demo_corpus_path
+from core.data.corpus import demo_corpus_path
 from tests.conftest import shared_data
 
 EVAL_KEYS = {"polarity", "polarity_sd", "similarity", "similarity_sd", "knn_accuracy", "linear_accuracy",

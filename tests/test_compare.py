@@ -1,4 +1,4 @@
-"""core.compare on the demo corpus and the tiny model: map data shapes, the subsample control, kNN in range,
+"""core.analysis.compare on the demo corpus and the tiny model: map data shapes, the subsample control, kNN in range,
 caches that make re-plotting free, neighbour marks, finished-run filtering and layer curves."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-import core.encode
-import core.projection
-from core import compare
-from core.corpus import build_corpus, demo_corpus_path, detect_columns, read_table
-from core.runs import RunStore
+import core.analysis.projection
+import core.models.encode
+from core.analysis import compare
+from core.data.corpus import build_corpus, demo_corpus_path, detect_columns, read_table
+from core.runs.labels import run_label, run_reference
+from core.runs.store import RunStore
 
 POINTS = 120  # t-SNE stays fast on the 2 test cores
 ROWS = 240  # a slice of the demo corpus: encoding it twice per test stays cheap
@@ -41,7 +42,7 @@ def corpus():
 @pytest.fixture(scope="module")
 def tuned(tiny_model_dir):
     """The tiny model with its weights nudged: a different fingerprint and different embeddings."""
-    from core.models import load_model
+    from core.models.loading import load_model
 
     model = load_model(str(tiny_model_dir), device="cpu")
     generator = torch.Generator().manual_seed(0)
@@ -55,7 +56,7 @@ def tuned(tiny_model_dir):
 def spies(monkeypatch) -> dict[str, list]:
     """Count real encoder forward passes and t-SNE fits."""
     calls: dict[str, list] = {"encode": [], "tsne": []}
-    for module, name in ((core.encode, "encode"), (core.projection, "tsne")):
+    for module, name in ((core.models.encode, "encode"), (core.analysis.projection, "tsne")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name,
                             lambda *a, _real=real, _name=name, **kw: calls[_name].append(1) or _real(*a, **kw))
@@ -90,7 +91,7 @@ def test_map_data_shapes_subsample_knn_and_caches(tiny_model, tuned, corpus, spi
 
 def test_knn_matches_the_evaluation(tiny_model, corpus):
     """The title's kNN accuracy is the evaluation's, whatever the number of plotted points."""
-    from core.evaluate import evaluate
+    from core.evaluation.evaluate import evaluate
 
     data = compare.map_data(tiny_model, None, corpus, "tsne", max_points=POINTS)
     assert data.ref_knn == pytest.approx(evaluate(tiny_model, tiny_model, corpus, compare.SETTINGS)["knn_accuracy"])
@@ -104,8 +105,8 @@ def fake_umap(emb, init=None, seed=0):
 @pytest.mark.parametrize("method", ["tsne", "umap"])
 def test_reference_map_alone_is_reused_by_the_aligned_maps(method, tiny_model, tuned, corpus, monkeypatch):
     name = "tsne" if method == "tsne" else "umap_2d"
-    real, calls = core.projection.tsne if method == "tsne" else fake_umap, []
-    monkeypatch.setattr(core.projection, name, lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real, calls = core.analysis.projection.tsne if method == "tsne" else fake_umap, []
+    monkeypatch.setattr(core.analysis.projection, name, lambda *a, **kw: calls.append(1) or real(*a, **kw))
 
     alone = compare.map_data(tiny_model, None, corpus, method, max_points=POINTS, seed=1)
     assert alone.tuned is None and alone.tuned_map is None and alone.tuned_knn is None
@@ -153,10 +154,10 @@ def test_finished_runs_only_done_train_runs_of_this_corpus(corpus, tmp_path):
     make(model=tmp_path / "deleted-model")
     make(model=None)
     make(kind="sweep")
-    runs = compare.finished_runs(store, corpus)
+    runs = store.finished(corpus.fingerprint)
     assert [r.id for r in runs] == [newer, older]
-    assert compare.run_label(runs[0]) == f"triplet · margin 0.5 · {newer}"
-    assert compare.run_reference(runs[0]) == "base"
+    assert run_label(runs[0]) == f"triplet · margin 0.5 · {newer}"
+    assert run_reference(runs[0]) == "base"
 
 
 def test_layer_curves_one_pass_cached_and_frozen_shading(tiny_model, tuned, corpus, spies):

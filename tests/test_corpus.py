@@ -8,9 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import demo
-from core.corpus import (Columns, build_corpus, demo_corpus_path, demo_documents_path, detect_columns, load_corpus,
-                         read_pasted, read_table)
+from core.data import demo
+from core.data.corpus import (
+    Columns,
+    build_corpus,
+    demo_corpus_path,
+    demo_documents_path,
+    detect_columns,
+    load_corpus,
+    read_pasted,
+    read_table,
+)
 from core.errors import UserError
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -330,7 +338,7 @@ def test_real_trec_six_classes_with_test_split():
 
 
 def test_load_documents_needs_no_labels(tmp_path):
-    from core.corpus import load_documents
+    from core.data.corpus import load_documents
 
     path = tmp_path / "docs.csv"
     path.write_text("document\nFirst doc. Second sentence.\n\n  \nAnother doc.\n", encoding="utf-8")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from core.crops import CropPairs, chunks, crop_pairs, dropout_pairs, split_sentences, to_dataset
+from core.data.crops import CropPairs, chunks, crop_pairs, dropout_pairs, split_sentences, to_dataset
 from core.errors import UserError
 
 BBC = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news.csv"

@@ -4,7 +4,8 @@ and a disk cache that really avoids the model."""
 import numpy as np
 import pytest
 
-from core import encode as enc
+from core.models import encode as enc
+from core.storage import cache_dir
 
 TEXTS = [
     "the film was good",
@@ -54,8 +55,8 @@ def test_cache_hit_does_not_run_model(tiny_model, monkeypatch):
     monkeypatch.setattr(enc, "encode", lambda *a, **k: pytest.fail("cache miss"))
     again = enc.encode_cached(tiny_model, TEXTS)
     np.testing.assert_array_equal(first, again)
-    files = list(enc.cache_dir().glob("*.npy"))
-    assert files and not list(enc.cache_dir().glob("*.tmp*"))
+    files = list(cache_dir("embeddings").glob("*.npy"))
+    assert files and not list(cache_dir("embeddings").glob("*.tmp*"))
 
 
 def test_cache_key_separates_texts_and_kind(tiny_model):
@@ -67,7 +68,7 @@ def test_cache_key_separates_texts_and_kind(tiny_model):
 
 def test_corrupt_cache_entry_is_recomputed(tiny_model):
     a = enc.encode_cached(tiny_model, TEXTS)
-    for f in enc.cache_dir().glob("*.npy"):
+    for f in cache_dir("embeddings").glob("*.npy"):
         f.write_bytes(b"garbage")
     np.testing.assert_allclose(enc.encode_cached(tiny_model, TEXTS), a)
 
@@ -83,7 +84,7 @@ def test_empty_input(tiny_model):
 
 
 def test_ata_model_encodes_like_its_own_encode(tiny_model):
-    from core.ata import build_ata_model
+    from core.models.ata import build_ata_model
 
     ata = build_ata_model(tiny_model)
     ours = enc.encode(ata, TEXTS, batch_size=2, layers=True).embeddings

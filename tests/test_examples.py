@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from core.data.mining import MiningSettings, active_share, build_examples, mine_neighbours
 from core.errors import UserError
-from core.examples import MiningSettings, active_share, build_examples, mine_neighbours
 
 
 def _toy(n_per=30, dim=8, seed=0):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from core.metrics import (
+from core.evaluation.metrics import (
     knn_accuracy,
     knn_predict,
     layerwise_knn_accuracy,

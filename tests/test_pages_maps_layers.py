@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import core.encode
-import core.projection
+import core.analysis.projection
+import core.models.encode
 from ui.run_picker import NO_RUN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,10 +30,10 @@ def home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def trained(home, tiny_model_dir) -> str:
     """A finished train run on the demo corpus (first layer frozen), executed in this process."""
-    from core import worker
-    from core.corpus import demo_corpus_path
-    from core.runs import RunStore
-    from core.train import TrainConfig
+    from core.data.corpus import demo_corpus_path
+    from core.jobs import worker
+    from core.runs.store import RunStore
+    from core.training.trainer import TrainConfig
 
     cfg = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), examples=32, batch_size=16,
                       epochs=1, threshold=0.0, freeze_layers=1, device="cpu")
@@ -57,8 +57,8 @@ def app(monkeypatch, home, tiny_model_dir) -> AppTest:
 def spies(monkeypatch) -> dict[str, list]:
     """Count encoder forward passes and projections from here on."""
     calls: dict[str, list] = {"encode": [], "project": []}
-    for module, name, counter in ((core.encode, "encode", "encode"), (core.projection, "tsne", "project"),
-                                  (core.projection, "umap_2d", "project")):
+    for module, name, counter in ((core.models.encode, "encode", "encode"), (core.analysis.projection, "tsne", "project"),
+                                  (core.analysis.projection, "umap_2d", "project")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name,
                             lambda *a, _real=real, _c=counter, **kw: calls[_c].append(1) or _real(*a, **kw))
@@ -116,7 +116,7 @@ def test_maps_with_a_run_compare_and_list_neighbours_without_recomputing(app, tr
         {t["name"]: t["marker"]["color"] for t in tuned["data"]}
     assert len(at.get("download_button")) == 2
 
-    monkeypatch.setattr(core.projection, "umap_2d",  # numba compiles UMAP for ~20 s; the page only dispatches
+    monkeypatch.setattr(core.analysis.projection, "umap_2d",  # numba compiles UMAP for ~20 s; the page only dispatches
                         lambda emb, init=None, seed=0: np.random.default_rng(seed).normal(size=(len(emb), 2)))
     calls = spies(monkeypatch)
     picker = next(s for s in at.selectbox if s.label.startswith("Click a point"))

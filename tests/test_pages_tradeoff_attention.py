@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import core.tradeoff
-from core import worker
-from core.runs import RunStore
+import core.analysis.tradeoff
+from core.jobs import launch, worker
+from core.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120  # the first run imports torch and sentence-transformers; the quick run trains in-process
@@ -42,11 +42,11 @@ def ok(at: AppTest) -> AppTest:
 
 
 def test_attention_without_a_run_and_with_a_typed_text(tiny_env, monkeypatch):
-    import core.attention
+    import core.analysis.attention
 
     calls = []
-    real = core.attention.compare_attention
-    monkeypatch.setattr(core.attention, "compare_attention", lambda *a: calls.append(a[2]) or real(*a))
+    real = core.analysis.attention.compare_attention
+    monkeypatch.setattr(core.analysis.attention, "compare_attention", lambda *a: calls.append(a[2]) or real(*a))
     at = ok(page("6_Attention.py").run())
     assert any("No finished run" in i.value for i in at.info)
     heatmaps, bars = charts(at)
@@ -66,8 +66,8 @@ def test_attention_without_a_run_and_with_a_typed_text(tiny_env, monkeypatch):
 
 
 def test_tradeoff_slider_quick_model_then_both_pages_with_the_run(tiny_env, monkeypatch):
-    monkeypatch.setattr(worker, "start", worker.execute)  # the quick run trains inside the script run
-    monkeypatch.setattr(core.tradeoff, "QUICK_BUDGET", {**core.tradeoff.QUICK_BUDGET, "examples": 32})
+    monkeypatch.setattr(launch, "start", worker.execute)  # the quick run trains inside the script run
+    monkeypatch.setattr(core.analysis.tradeoff, "QUICK_BUDGET", {**core.analysis.tradeoff.QUICK_BUDGET, "examples": 32})
     at = ok(page("5_Trade-off.py").run())
     assert [t["name"] for t in charts(at)[0]["data"]] == ["reference", "Pareto front"]
     assert len(charts(at)) == 2  # the trade-off and the active-share curve

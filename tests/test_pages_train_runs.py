@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import core.worker
-from core.corpus import Columns, demo_corpus_path, load_corpus, persist_table
-from core.recipes import RECIPES
-from core.runs import RunStore
-from core.train import TrainConfig
+import core.jobs.launch
+import core.jobs.worker
+from core.data.corpus import Columns, demo_corpus_path, load_corpus, persist_table
+from core.runs.store import RunStore
+from core.training.recipes import RECIPES
+from core.training.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
@@ -40,14 +41,14 @@ def train_page(app) -> AppTest:
 
 @pytest.fixture
 def synchronous_worker(monkeypatch):
-    """worker.start runs the job to its end in this process, so the page's next render sees it finished."""
-    monkeypatch.setattr(core.worker, "start", lambda store, run_id: core.worker.execute(store, run_id) or os.getpid())
+    """launch.start runs the job to its end in this process, so the page's next render sees it finished."""
+    monkeypatch.setattr(core.jobs.launch, "start", lambda store, run_id: core.jobs.worker.execute(store, run_id) or os.getpid())
 
 
 @pytest.fixture
 def idle_worker(monkeypatch):
-    """worker.start does nothing: the run stays queued, as while a real worker is still starting."""
-    monkeypatch.setattr(core.worker, "start", lambda store, run_id: 0)
+    """launch.start does nothing: the run stays queued, as while a real worker is still starting."""
+    monkeypatch.setattr(core.jobs.launch, "start", lambda store, run_id: 0)
 
 
 def button(at: AppTest, label: str):
@@ -72,7 +73,7 @@ def trained_run(model_dir: Path) -> str:
     runs = store()
     config = TrainConfig(corpus=str(demo_corpus_path()), model=str(model_dir), examples=32, batch_size=16)
     run_id = runs.create("train", config.to_dict())
-    core.worker.execute(runs, run_id)
+    core.jobs.worker.execute(runs, run_id)
     assert runs.get(run_id).status == "done"
     return run_id
 

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from core.plots import (
+from core.analysis.plots import (
     attention_heatmaps,
     class_balance_figure,
     hover_text,

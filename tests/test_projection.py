@@ -5,19 +5,18 @@ import numpy as np
 import pytest
 from scipy.spatial import procrustes
 
-from core import projection
-from core.errors import UserError
-from core.projection import (
+from core.analysis import projection
+from core.analysis.projection import (
     aligned_maps,
-    array_fingerprint,
     cached_projection,
     effective_perplexity,
     neighbour_changes,
-    projection_cache_dir,
     subsample,
     tsne,
     umap_2d,
 )
+from core.errors import UserError
+from core.storage import array_fingerprint, cache_dir
 
 
 def _clusters(n_per: int = 40, n_classes: int = 3, dim: int = 24, seed: int = 0):
@@ -123,8 +122,8 @@ def test_cached_projection_hits_without_recomputing():
     first = cached_projection(key, compute)
     second = cached_projection(key, compute)
     np.testing.assert_array_equal(first, second)
-    assert len(list(projection_cache_dir().glob("*.npy"))) == 1
-    assert not list(projection_cache_dir().glob("*.tmp*"))
+    assert len(list(cache_dir("projections").glob("*.npy"))) == 1
+    assert not list(cache_dir("projections").glob("*.tmp*"))
     # A different array content, even of the same shape, is a different key.
     other = ("tsne", array_fingerprint(np.zeros((3, 4))), {"perplexity": 30}, 0)
     assert cached_projection(other, lambda: np.zeros((3, 2))).sum() == 0
@@ -133,7 +132,7 @@ def test_cached_projection_hits_without_recomputing():
 def test_cached_projection_recovers_from_a_corrupt_entry():
     key = ("umap", "abc")
     cached_projection(key, lambda: np.ones((2, 2)))
-    (path,) = projection_cache_dir().glob("*.npy")
+    (path,) = cache_dir("projections").glob("*.npy")
     path.write_bytes(b"not a numpy file")
     np.testing.assert_array_equal(cached_projection(key, lambda: np.zeros((2, 2))), np.zeros((2, 2)))
 

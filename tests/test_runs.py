@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from core import worker
 from core.errors import UserError
-from core.runs import Run, RunStore, default_root, pid_alive
+from core.jobs import launch, worker
+from core.jobs.process import LOG_NAME
+from core.runs.store import Run, RunStore, pid_alive
+from core.storage import home
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,12 +64,11 @@ def test_create_get_list_delete(store: RunStore) -> None:
     store.set_progress(b, step=2, total=10)
     store.set_progress(b, phase="eval")
     store.set_metrics_before(b, {"knn_acc": 0.5})
-    store.add_artefact(b, "plot", "/tmp/plot.png")
     run = store.get(b)
     assert run.losses[0] == {"step": 1, "loss": 0.5} and run.losses[1]["loss"] != run.losses[1]["loss"]  # NaN kept
     assert run.history == [{"step": 2, "knn_acc": 0.9}]
     assert run.progress == {"step": 2, "total": 10, "phase": "eval"}
-    assert run.metrics_before == {"knn_acc": 0.5} and run.artefacts == {"plot": "/tmp/plot.png"}
+    assert run.metrics_before == {"knn_acc": 0.5} and run.artefacts == {}
     assert store.list(with_losses=False)[0].losses == []
 
     store.delete(b)
@@ -79,9 +80,9 @@ def test_create_get_list_delete(store: RunStore) -> None:
         store.run_dir("../etc")
 
 
-def test_default_root_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_home_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONTRASTLAB_HOME", str(tmp_path))
-    assert default_root() == tmp_path
+    assert home() == tmp_path
     assert RunStore().db_path == tmp_path.resolve() / "runs.sqlite"
 
 
@@ -104,7 +105,7 @@ def test_final_statuses_are_sticky(store: RunStore) -> None:
 
 _WRITER = """
 import sys
-from core.runs import RunStore
+from core.runs.store import RunStore
 store, run_id, tag = RunStore(sys.argv[1]), sys.argv[2], sys.argv[3]
 for i in range(150):
     store.add_loss(run_id, i, float(i))
@@ -128,7 +129,7 @@ def test_concurrent_writers_lose_nothing(store: RunStore) -> None:
 
 def test_wait_job_in_subprocess_completes(store: RunStore) -> None:
     run_id = store.create("wait", {"steps": 5, "step_s": 0.02})
-    pid = worker.start(store, run_id)
+    pid = launch.start(store, run_id)
     assert pid != os.getpid()
     run = wait_status(store, run_id, "done", "failed", "cancelled")
     assert run.status == "done", run.error
@@ -140,14 +141,14 @@ def test_wait_job_in_subprocess_completes(store: RunStore) -> None:
     assert Path(run.artefacts["result"]).is_file()
     assert not (store.run_dir(run_id) / worker.TMP_NAME).exists()
     wait_for(lambda: not pid_alive(pid), timeout=5)  # the worker logs its verdict after recording it
-    assert "ended done" in (store.run_dir(run_id) / worker.LOG_NAME).read_text()
+    assert "ended done" in (store.run_dir(run_id) / LOG_NAME).read_text()
     with pytest.raises(UserError, match="already started"):
-        worker.start(store, run_id)
+        launch.start(store, run_id)
 
 
 def test_cancel_stops_a_running_worker(store: RunStore) -> None:
     run_id = store.create("wait", {"steps": 1000, "step_s": 0.02})
-    worker.start(store, run_id)
+    launch.start(store, run_id)
     wait_for(lambda: store.get(run_id).progress.get("step", 0) >= 2)
     store.request_cancel(run_id)
     elapsed = wait_for(lambda: store.get(run_id).status == "cancelled", timeout=5)
@@ -168,11 +169,11 @@ def test_cancel_before_start_is_immediate(store: RunStore) -> None:
 
 def test_failing_job_is_marked_failed_in_subprocess(store: RunStore) -> None:
     run_id = store.create("wait", {"steps": 2, "step_s": 0.01, "fail": True})
-    worker.start(store, run_id)
+    launch.start(store, run_id)
     run = wait_status(store, run_id, "done", "failed", "cancelled")
     assert run.status == "failed"
     assert run.error == "RuntimeError: wait job failed on request"
-    log = (store.run_dir(run_id) / worker.LOG_NAME).read_text()
+    log = (store.run_dir(run_id) / LOG_NAME).read_text()
     assert "Traceback" in log and "wait job failed on request" in log
 
 
@@ -181,7 +182,7 @@ def test_failed_job_commits_no_temp_artefacts(store: RunStore) -> None:
     worker.execute(store, run_id)
     run = store.get(run_id)
     assert run.status == "failed" and run.artefacts == {}
-    assert sorted(p.name for p in store.run_dir(run_id).iterdir()) == [worker.LOG_NAME]
+    assert sorted(p.name for p in store.run_dir(run_id).iterdir()) == [LOG_NAME]
 
 
 def test_unknown_kind_fails_with_a_clear_message(store: RunStore) -> None:
@@ -193,7 +194,7 @@ def test_unknown_kind_fails_with_a_clear_message(store: RunStore) -> None:
 
 def test_killed_worker_is_reaped_and_seen_after_restart(store: RunStore) -> None:
     killed = store.create("wait", {"steps": 1000, "step_s": 0.02})
-    pid = worker.start(store, killed)
+    pid = launch.start(store, killed)
     wait_status(store, killed, "running")
     done = store.create("wait", {"steps": 1, "step_s": 0})
     worker.execute(store, done)
@@ -213,7 +214,7 @@ def test_killed_worker_is_reaped_and_seen_after_restart(store: RunStore) -> None
 
 def test_delete_refuses_a_running_run(store: RunStore) -> None:
     run_id = store.create("wait", {"steps": 1000, "step_s": 0.02})
-    worker.start(store, run_id)
+    launch.start(store, run_id)
     wait_status(store, run_id, "running")
     with pytest.raises(UserError, match="still running"):
         store.delete(run_id)
@@ -226,7 +227,7 @@ def test_delete_refuses_a_running_run(store: RunStore) -> None:
 
 def test_sigterm_counts_as_cancel(store: RunStore) -> None:
     run_id = store.create("wait", {"steps": 1000, "step_s": 0.02})
-    pid = worker.start(store, run_id)
+    pid = launch.start(store, run_id)
     wait_status(store, run_id, "running")
     os.kill(pid, signal.SIGTERM)
     assert wait_status(store, run_id, "cancelled", "failed", timeout=5).status == "cancelled"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core import standby, worker
-from core.runs import RunStore, pid_alive
+from core.jobs import launch, standby
+from core.jobs.process import LOG_NAME
+from core.runs.store import RunStore, pid_alive
 
 IMPORT_TIMEOUT_S = 180  # a standby imports torch and sentence-transformers first: ~9 s idle, more when busy
 
@@ -40,23 +41,23 @@ def test_a_queued_run_goes_to_the_ready_standby(store):
     _wait(lambda: (standby.folder(store) / f"{pid}.ready").exists(), IMPORT_TIMEOUT_S, "the standby to be ready")
 
     run_id = store.create("wait", {"steps": 3, "step_s": 0.01})
-    assert worker.start(store, run_id) == pid
+    assert launch.start(store, run_id) == pid
     _wait(lambda: store.get(run_id).status == "done", 60, "the run to finish")
     run = store.get(run_id)
     assert run.pid == pid and Path(run.artefacts["result"]).is_file()
-    log = (store.run_dir(run_id) / worker.LOG_NAME).read_text()
+    log = (store.run_dir(run_id) / LOG_NAME).read_text()
     assert f"pid {pid} executing run {run_id}" in log and "ended done" in log
     _wait(lambda: not pid_alive(pid), 30, "the standby to exit after its run")
     assert _markers(store) == []
 
     fresh = store.create("wait", {"steps": 1, "step_s": 0.01})  # none waiting now: a new worker takes it
-    assert worker.start(store, fresh) != pid
+    assert launch.start(store, fresh) != pid
 
 
 def test_a_run_started_while_the_standby_imports_waits_for_it(store):
     pid = standby.ensure(store)
     run_id = store.create("wait", {"steps": 2, "step_s": 0.01})
-    assert worker.start(store, run_id) == pid  # sooner than a fresh process, which would import as well
+    assert launch.start(store, run_id) == pid  # sooner than a fresh process, which would import as well
     assert (standby.folder(store) / f"{pid}.taken").exists()
     _wait(lambda: store.get(run_id).status == "done", IMPORT_TIMEOUT_S, "the run to finish")
     assert store.get(run_id).pid == pid

@@ -2,7 +2,7 @@
 
 import math
 
-from core.tradeoff import pareto_front
+from core.evaluation.pareto import pareto_front
 
 
 def test_front_drops_dominated_points_and_sorts_by_polarity():

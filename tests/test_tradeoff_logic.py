@@ -8,16 +8,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import core.evaluate
-import core.examples
-import core.tradeoff
-from core import worker
-from core.corpus import demo_corpus_path, load_corpus
-from core.evaluate import EvalSettings, eval_sets, evaluate
-from core.examples import MiningSettings, mine
-from core.models import load_model
-from core.runs import RunStore
-from core.tradeoff import MARGIN_STEPS, QUICK_BUDGET, is_quick, margin_constraint_share, quick_run, tradeoff_points
+import core.analysis.tradeoff
+import core.data.mining
+import core.evaluation.evaluate
+from core.analysis.tradeoff import (
+    MARGIN_STEPS,
+    QUICK_BUDGET,
+    is_quick,
+    margin_constraint_share,
+    quick_run,
+    tradeoff_points,
+)
+from core.data.corpus import demo_corpus_path, load_corpus
+from core.data.mining import MiningSettings, mine
+from core.evaluation.evaluate import EvalSettings, eval_sets, evaluate
+from core.jobs import launch, worker
+from core.models.loading import load_model
+from core.runs.store import RunStore
 
 
 def finished_run(store: RunStore, model_dir: Path, margin: float = 0.5, **extra) -> str:
@@ -59,8 +66,8 @@ def corpus():
 @pytest.fixture
 def count_evaluations(monkeypatch) -> list:
     calls: list = []
-    real = core.evaluate.evaluate
-    monkeypatch.setattr(core.evaluate, "evaluate", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = core.evaluation.evaluate.evaluate
+    monkeypatch.setattr(core.evaluation.evaluate, "evaluate", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     return calls
 
 
@@ -139,34 +146,34 @@ def test_margin_share_is_monotone_matches_numpy_and_is_instant_after_the_first_c
     def no_work(*a, **kw):
         raise AssertionError("the slider must not mine or encode again")
 
-    monkeypatch.setattr(core.examples, "mine", no_work)
-    monkeypatch.setattr("core.encode.encode_cached", no_work)
+    monkeypatch.setattr(core.data.mining, "mine", no_work)
+    monkeypatch.setattr("core.models.encode.encode_cached", no_work)
     assert margin_constraint_share(tiny_model, corpus, [0.25]) == [(0.25, dict(shares)[0.25])]
 
 
 def test_quick_run_is_reused_per_margin_and_marked_on_the_plot(tiny_model, tiny_model_dir, corpus, monkeypatch,
                                                               tmp_path):
-    monkeypatch.setattr(core.tradeoff, "QUICK_BUDGET", {**QUICK_BUDGET, "examples": 32})  # 2 steps, not 16
+    monkeypatch.setattr(core.analysis.tradeoff, "QUICK_BUDGET", {**QUICK_BUDGET, "examples": 32})  # 2 steps, not 16
     started: list = []
 
     def start_here(store, run_id):
         started.append(run_id)
         worker.execute(store, run_id)
 
-    monkeypatch.setattr(worker, "start", start_here)
+    monkeypatch.setattr(launch, "start", start_here)
     store = RunStore(tmp_path)
     base = {"corpus": str(demo_corpus_path()), "model": str(tiny_model_dir), "recipe": "triplet"}
     first = quick_run(store, base, 0.1)
     run = store.get(first)
     assert run.status == "done" and is_quick(run.config) and run.config["margin"] == 0.1
-    assert all(run.config[key] == value for key, value in core.tradeoff.QUICK_BUDGET.items())
+    assert all(run.config[key] == value for key, value in core.analysis.tradeoff.QUICK_BUDGET.items())
     assert quick_run(store, dict(base), 0.1) == first  # same config: no new run
     assert quick_run(store, {**base, "threshold": 0.5}, 0.1) == first  # a default spelled out is the same config
     assert started == [first]
     point = tradeoff_points(store, corpus, tiny_model, k=16)[1]
     assert point["run_id"] == first and point["quick"] and point["margin"] == 0.1 and "(quick)" in point["name"]
 
-    monkeypatch.setattr(worker, "start", lambda store, run_id: started.append(run_id))  # stays queued
+    monkeypatch.setattr(launch, "start", lambda store, run_id: started.append(run_id))  # stays queued
     second = quick_run(store, base, 1.0)
     assert second != first and store.get(second).status == "queued"
     assert quick_run(store, base, 1.0) == second  # a queued run is reused too

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.corpus import demo_corpus_path, demo_documents_path, load_corpus
+from core.data.corpus import demo_corpus_path, demo_documents_path, load_corpus
 from core.errors import UserError
-from core.recipes import RECIPES, get_recipe
-from core.train import TrainConfig, freeze, make_trainer, prepare_examples
+from core.training.recipes import RECIPES, get_recipe
+from core.training.trainer import TrainConfig, freeze, make_trainer, prepare_examples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def _eval_loss(trainer, dataset) -> float:
 
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_every_recipe_lowers_its_loss(recipe, tiny_model_dir, tmp_path):
-    from core.models import load_model
+    from core.models.loading import load_model
 
     corpus_path = demo_documents_path() if RECIPES[recipe].self_supervised else demo_corpus_path()
     cfg = TrainConfig(corpus=str(corpus_path), model=str(tiny_model_dir), recipe=recipe, examples=48,
@@ -52,7 +52,7 @@ def test_pairs_per_document_draws_more_distinct_crop_pairs():
 
 
 def test_freeze_embeddings_and_first_layers(tiny_model_dir):
-    from core.models import load_model
+    from core.models.loading import load_model
 
     model = load_model(str(tiny_model_dir), "cpu")
     stats = freeze(model, embeddings=True, first_layers=1)
@@ -136,7 +136,7 @@ def test_cli_train_export_reload(tiny_model_dir, contrastlab_home, tmp_path):
     reload = subprocess.run([sys.executable, "-c", script, str(exported), json.dumps(texts)], capture_output=True,
                             text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}, timeout=120)
     assert reload.returncode == 0, reload.stderr
-    from core.models import load_model
+    from core.models.loading import load_model
 
     here = load_model(result["model_path"], "cpu").encode(texts)
     np.testing.assert_allclose(np.array(json.loads(reload.stdout)), here, atol=1e-5)

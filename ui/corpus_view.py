@@ -1,4 +1,4 @@
-"""Tables and charts of a Corpus for the pages (presentation only; the data comes from core.corpus)."""
+"""Tables and charts of a Corpus for the pages (presentation only; the data comes from core.data.corpus)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from core.corpus import Corpus
+from core.data.corpus import Corpus
 
 
 def corpus_frame(corpus: Corpus) -> pd.DataFrame:

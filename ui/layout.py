@@ -6,9 +6,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.compare import run_label
 from core.errors import UserError
-from core.runs import RunStore
+from core.runs.labels import run_label
+from core.runs.store import RunStore
 from ui import state
 from ui.feedback import guard
 from ui.nav import steps

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.models import load_model, pick_device
+from core.models.loading import load_model, pick_device
 from ui import state
 
 

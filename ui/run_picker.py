@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.compare import finished_runs, run_label
-from core.corpus import Corpus
-from core.runs import Run, RunStore
+from core.data.corpus import Corpus
+from core.runs.labels import run_label
+from core.runs.store import Run, RunStore
 from ui import state
 from ui.nav import ROOT
 
@@ -28,7 +28,7 @@ def _select(key: str) -> None:
 
 
 def _finished(corpus: Corpus) -> dict[str, Run]:
-    return {run.id: run for run in finished_runs(RunStore(), corpus)}
+    return {run.id: run for run in RunStore().finished(corpus.fingerprint)}
 
 
 def _default(runs: dict[str, Run]) -> str:

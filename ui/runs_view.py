@@ -1,6 +1,6 @@
 """Runs in the pages: which run is selected, starting one, its live progress, outcome and metrics, the
 runs table, comparison, deletion and export. Shared by the Train and Runs pages and any later page that
-shows or starts runs; core.runs / core.worker / core.export do the work, this module draws it.
+shows or starts runs; core.runs.store / core.jobs.worker / core.runs.export do the work, this module draws it.
 
 The selected run lives in the session (ui.state) and in the URL (`?run=<id>`), so a reload or a second
 tab opened on the same URL shows the same run; the worker process, not the tab, owns the run itself.
@@ -8,7 +8,6 @@ tab opened on the same URL shows the same run; the worker process, not the tab, 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
@@ -17,12 +16,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core import standby, worker
+from core.analysis.plots import loss_curve_figure
 from core.errors import UserError
-from core.export import export_name, export_run, safe_name
-from core.plots import loss_curve_figure
-from core.runs import Run, RunStore, default_root
-from core.sweep import cancel
+from core.jobs import launch, standby
+from core.jobs.process import LOG_NAME
+from core.jobs.sweep import cancel
+from core.runs.export import export_name, export_run, safe_name
+from core.runs.labels import duration_s, knob_text, recipe_text
+from core.runs.store import Run, RunStore
+from core.storage import exports_dir, home
 from ui import state
 from ui.feedback import guard, progress_bar
 
@@ -58,11 +60,7 @@ def _store(root: str) -> RunStore:
 
 def store() -> RunStore:
     """The run store under CONTRASTLAB_HOME, opened once per server process (per home, for tests)."""
-    return _store(str(default_root()))
-
-
-def exports_dir() -> Path:
-    return default_root() / "exports"
+    return _store(str(home()))
 
 
 def select(run_id: str | None) -> None:
@@ -105,8 +103,8 @@ def current_run(runs: RunStore, fallback: Literal["active", "newest"] = "active"
 
 def corpus_fields() -> dict:
     """TrainConfig's corpus fields for the session's corpus: the demo file itself, else the table saved
-    as Parquet (core.corpus.persist_table) so the worker process reads exactly these rows."""
-    from core.corpus import demo_corpus_path, persist_table
+    as Parquet (core.data.corpus.persist_table) so the worker process reads exactly these rows."""
+    from core.data.corpus import demo_corpus_path, persist_table
 
     corpus, table = state.corpus(), state.table()
     if corpus is None or table is None:
@@ -120,7 +118,7 @@ def corpus_fields() -> dict:
 
 
 def keep_warm() -> None:
-    """Keep a pre-warmed worker waiting (core.standby) on pages that start runs, so a run starts training
+    """Keep a pre-warmed worker waiting (core.jobs.standby) on pages that start runs, so a run starts training
     without first spending seconds on imports."""
     standby.ensure(store())
 
@@ -130,7 +128,7 @@ def start_run(kind: str, config: dict) -> str:
     runs = store()
     run_id = runs.create(kind, config)
     try:
-        worker.start(runs, run_id)
+        launch.start(runs, run_id)
     except Exception as exc:
         runs.mark_failed(run_id, f"The worker process could not be started ({type(exc).__name__}: {exc}).")
         raise
@@ -151,41 +149,15 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def duration_s(run: Run) -> float | None:
-    """Wall time from start to finish (to now while running)."""
-    if run.started is None:
-        return None
-    return (run.finished or time.time()) - run.started
-
-
-def recipe_of(run: Run) -> str:
-    if run.kind == "sweep":
-        return ", ".join(run.config.get("recipes", []))
-    return str(run.config.get("recipe", ""))
-
-
-def margin_of(run: Run) -> str:
-    if run.kind == "sweep":
-        return ", ".join("default" if m is None else f"{m:g}" for m in run.config.get("margins", []))
-    margin = run.config.get("margin")
-    return "default" if margin is None and run.kind == "train" else ("" if margin is None else f"{margin:g}")
-
-
-def run_label(run: Run) -> str:
-    """One line naming a run in select boxes."""
-    margin = margin_of(run)
-    return f"{run.id} · {run.kind} · {recipe_of(run)}{f' {margin}' if margin else ''} · {run.status}"
-
-
 def status_line(run: Run) -> None:
     """Status badge, kind, recipe and margin, timing: what the run is at a glance."""
     colour, icon = STATUS_BADGE.get(run.status, ("gray", ":material/help:"))
     status = "cancelling" if run.active and run.cancel_requested else run.status
     parts = [f":{colour}-badge[{icon} {status}]", f"**{run.kind}** `{run.id}`"]
-    if recipe_of(run):
-        parts.append(f"recipe **{recipe_of(run)}**")
-    if margin_of(run):
-        parts.append(f"margin **{margin_of(run)}**")
+    if recipe_text(run):
+        parts.append(f"recipe **{recipe_text(run)}**")
+    if knob_text(run):
+        parts.append(f"**{knob_text(run)}**")
     if run.started is not None:
         parts.append(f"{'running for' if run.active else 'took'} {fmt_seconds(duration_s(run))}")
     st.markdown(" · ".join(parts))
@@ -254,7 +226,7 @@ def outcome(runs: RunStore, run: Run) -> None:
     """How a finished run ended: metrics for done, the error line and log for failed, a note for cancelled."""
     if run.status == "failed":
         st.error(f"The run failed: {run.error or 'no error was recorded'}")
-        st.caption(f"Full log: `{runs.run_dir(run.id) / worker.LOG_NAME}`")
+        st.caption(f"Full log: `{runs.run_dir(run.id) / LOG_NAME}`")
     elif run.status == "cancelled":
         step, total = run.progress.get("step"), run.progress.get("total")
         at = f" at step {step:,} of {total:,}" if step is not None and total else ""
@@ -329,7 +301,7 @@ def runs_frame(runs: Iterable[Run]) -> pd.DataFrame:
         after = r.metrics_after or {}
         knn = after.get("knn_accuracy")
         rows.append({
-            "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_of(r), "margin": margin_of(r),
+            "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_text(r), "margin": knob_text(r),
             "P@k": after.get("polarity"), "S@k": after.get("similarity"),
             "kNN after": None if knn is None else 100 * knn, "duration": duration_s(r),
             "sweep": r.sweep_id or "", "created": pd.Timestamp(r.created, unit="s", tz="UTC"),

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns, read_pasted, read_table
-from core.models import DEFAULT_MODEL, resolve_model
+from core.data.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns, read_pasted, read_table
+from core.models.loading import DEFAULT_MODEL, resolve_model
 
 _CORPUS = "corpus"
 _CORPUS_KEY = "corpus_key"

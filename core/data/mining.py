@@ -8,7 +8,6 @@ margin matter.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,9 @@ import numpy as np
 import pandas as pd
 
 from core.errors import UserError
+from core.models.encode import encode_cached
+from core.models.loading import model_fingerprint
+from core.storage import examples_entry, texts_hash, write_atomic
 
 FORMATS = ("triplet", "contrastive", "mnrl", "cosine")
 COLUMNS = {
@@ -66,9 +68,6 @@ class Examples:
         from datasets import Dataset
 
         return Dataset.from_pandas(self.frame, preserve_index=False)
-
-    def preview(self, n: int = 20) -> pd.DataFrame:
-        return self.frame.head(n)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -162,12 +161,6 @@ def build_examples(fmt: str, texts: list[str], nb: Neighbours, settings: MiningS
     return Examples(fmt, frame, stats)
 
 
-def cache_key(corpus_fp: str, model_fp: str, fmt: str, settings: MiningSettings) -> str:
-    payload = json.dumps([corpus_fp, model_fp, fmt, settings.k, settings.threshold, settings.max_examples,
-                          settings.seed])
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
 def mine(
     reference,
     texts: list[str],
@@ -179,30 +172,18 @@ def mine(
 ) -> Examples:
     """Encode with the frozen reference (cached), mine, build; the result is cached per
     (corpus, reference, format, settings) so a sweep mines once."""
-    from core.encode import cache_dir, encode_cached, texts_hash
-    from core.models import model_fingerprint
-
     model_fp = model_fingerprint(reference)
-    path = cache_dir().parent / "examples" / f"{cache_key(corpus_fp or texts_hash(texts), model_fp, fmt, settings)}"
+    settings_key = (settings.k, settings.threshold, settings.max_examples, settings.seed)
+    path = examples_entry(corpus_fp or texts_hash(texts), model_fp, fmt, settings_key)
     frame_path, stats_path = path.with_suffix(".parquet"), path.with_suffix(".json")
     if frame_path.exists() and stats_path.exists():
         return Examples(fmt, pd.read_parquet(frame_path), json.loads(stats_path.read_text()))
     emb = encode_cached(reference, texts, fingerprint=model_fp, progress=progress)
     examples = build_examples(fmt, texts, mine_neighbours(emb, labels, texts, settings), settings)
-    _write_atomic(frame_path, stats_path, examples)
+    # the frame first: a reader needs both files, so a crash between the two renames leaves a miss, not a lie
+    write_atomic(frame_path, lambda tmp: examples.frame.to_parquet(tmp, index=False))
+    write_atomic(stats_path, lambda tmp: tmp.write_text(json.dumps(examples.stats)))
     return examples
-
-
-def _write_atomic(frame_path, stats_path, examples: Examples) -> None:
-    import os
-
-    frame_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_frame = frame_path.with_name(f"{frame_path.name}.{os.getpid()}.tmp")
-    examples.frame.to_parquet(tmp_frame, index=False)
-    tmp_stats = stats_path.with_name(f"{stats_path.name}.{os.getpid()}.tmp")
-    tmp_stats.write_text(json.dumps(examples.stats))
-    os.replace(tmp_frame, frame_path)
-    os.replace(tmp_stats, stats_path)
 
 
 def active_share(ref_a: np.ndarray, ref_p: np.ndarray, ref_n: np.ndarray, margin: float,

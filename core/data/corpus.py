@@ -22,6 +22,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from core.errors import UserError
+from core.storage import ASSETS, corpora_dir, write_atomic
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 MIN_ROWS = 10
@@ -530,16 +531,12 @@ def _read_file(path: Path, max_bytes: int) -> tuple[pd.DataFrame, list[str]]:
     return read_table(data, path.name, max_bytes)
 
 
-def _assets() -> Path:
-    return Path(__file__).resolve().parent.parent / "assets"
-
-
 def demo_corpus_path() -> Path:
-    return _assets() / "demo_corpus.csv"
+    return ASSETS / "demo_corpus.csv"
 
 
 def demo_documents_path() -> Path:
-    return _assets() / "demo_documents.csv"
+    return ASSETS / "demo_documents.csv"
 
 
 def persist_table(df: pd.DataFrame, columns: Columns, drop_duplicates: bool = False) -> Path:
@@ -550,11 +547,6 @@ def persist_table(df: pd.DataFrame, columns: Columns, drop_duplicates: bool = Fa
     rename); the same table gives the same path. With drop_duplicates the rows build_corpus would drop
     are left out, so load_corpus on the file gives the corpus the page showed.
     """
-    import os
-    import tempfile
-
-    from core.runs import default_root
-
     wanted = [c for c in (columns.text, columns.label, columns.split) if c is not None]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
@@ -567,17 +559,7 @@ def persist_table(df: pd.DataFrame, columns: Columns, drop_duplicates: bool = Fa
     digest = hashlib.sha256(json.dumps([wanted, [str(t) for t in frame.dtypes]]).encode("utf-8"))
     digest.update(frame.isna().to_numpy().tobytes())  # a missing cell and the text "nan" must differ
     digest.update(pd.util.hash_pandas_object(frame.astype(str), index=False).to_numpy().tobytes())
-    folder = default_root() / "corpora"
-    path = folder / f"{digest.hexdigest()[:16]}.parquet"
-    if path.exists():
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".corpus-", suffix=".parquet.tmp", dir=folder)
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    path = corpora_dir() / f"{digest.hexdigest()[:16]}.parquet"
+    if not path.exists():
+        write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
     return path

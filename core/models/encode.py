@@ -3,18 +3,15 @@ mean-pooled hidden state and (on request) the last layer's attention, plus a dis
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from core.models import model_fingerprint
+from core.models.loading import model_fingerprint
+from core.storage import embeddings_entry, load_array, save_array
 
 Progress = Callable[[int, int], None]
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -43,7 +40,7 @@ def _eager_attention(hf_model, needed: bool):
 
 def _forward(model, texts: Sequence[str], layers: bool, attentions: bool) -> tuple[dict, object]:
     """Run the transformer once, then the model's remaining modules (pooling, normalise) on its output."""
-    from core.ata import ATATransformer
+    from core.models.ata import ATATransformer
 
     features = model.preprocess(list(texts))
     device = model.device
@@ -123,64 +120,31 @@ def count_overlong(model, texts: Sequence[str]) -> int:
     return int(sum(len(x) > limit for x in ids))
 
 
-# --- disk cache -------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("CONTRASTLAB_HOME") or Path(__file__).resolve().parent.parent / ".contrastlab"
-    return Path(root) / "cache" / "embeddings"
-
-
-def texts_hash(texts: Sequence[str]) -> str:
-    digest = hashlib.sha256()
-    for t in texts:
-        digest.update(t.encode("utf-8"))
-        digest.update(b"\x00")
-    return digest.hexdigest()[:16]
-
-
-def _save_atomic(path: Path, array: np.ndarray) -> None:
-    """Write to a temp file beside the target and rename, so a crash never leaves half a cache entry."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npy")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def encode_cached(
     model,
     texts: Sequence[str],
     *,
     layers: bool = False,
-    pooling: str = "model",
     batch_size: int = 64,
     progress: Progress | None = None,
     fingerprint: str | None = None,
 ) -> np.ndarray:
     """Pooled embeddings (n, d), or with layers=True the per-layer means (L+1, n, h), from cache when possible.
 
-    The key is (model fingerprint, texts hash, pooling, kind), so a fine-tuned model never reads the
-    reference model's entry and re-plotting never re-encodes.
+    Cached under embeddings_entry(), so re-plotting never re-encodes.
     """
     fingerprint = fingerprint or model_fingerprint(model)
-    kind = "layers" if layers else "pooled"
-    path = cache_dir() / f"{fingerprint}-{texts_hash(texts)}-{pooling}-{kind}.npy"
-    if path.exists():
-        try:
-            return np.load(path, allow_pickle=False)
-        except (ValueError, OSError):
-            path.unlink(missing_ok=True)  # a corrupt entry is recomputed, not trusted
+    path = embeddings_entry(fingerprint, texts, "layers" if layers else "pooled")
+    found = load_array(path)
+    if found is not None:
+        return found
     result = encode(model, texts, batch_size=batch_size, layers=layers, progress=progress)
     if layers:
-        _save_atomic(path, result.layers)
-        pooled_path = cache_dir() / f"{fingerprint}-{texts_hash(texts)}-{pooling}-pooled.npy"
+        save_array(path, result.layers)
+        pooled_path = embeddings_entry(fingerprint, texts, "pooled")
         if not pooled_path.exists():
-            _save_atomic(pooled_path, result.embeddings)
+            save_array(pooled_path, result.embeddings)
         return result.layers
-    _save_atomic(path, result.embeddings)
+    save_array(path, result.embeddings)
     return result.embeddings
+

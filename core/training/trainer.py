@@ -11,9 +11,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
-from core.errors import UserError
-from core.models import DEFAULT_MODEL
-from core.worker import Cancelled
+from core.errors import Cancelled, UserError
+from core.models.loading import DEFAULT_MODEL
 
 POOLINGS = ("model", "mean", "cls", "max", "ata")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -53,7 +52,7 @@ class TrainConfig:
     device: str | None = None
 
     def validate(self) -> None:
-        from core.recipes import get_recipe
+        from core.training.recipes import get_recipe
 
         get_recipe(self.recipe)
         checks = [
@@ -140,7 +139,7 @@ def set_pooling(model, pooling: str):
     if pooling == "model":
         return model
     if pooling == "ata":
-        from core.ata import build_ata_model
+        from core.models.ata import build_ata_model
 
         return build_ata_model(model)
     from sentence_transformers.sentence_transformer.modules import Pooling
@@ -167,12 +166,12 @@ def _precision_args(precision: str, device: str) -> dict:
 
 def prepare_examples(cfg: TrainConfig, corpus, reference, progress=None):
     """Mined examples for supervised recipes, crop / dropout pairs for self-supervised ones."""
-    from core.recipes import get_recipe
+    from core.training.recipes import get_recipe
 
     recipe = get_recipe(cfg.recipe)
     if recipe.self_supervised:
-        from core.corpus import load_documents
-        from core.crops import crop_pairs, dropout_pairs, to_dataset
+        from core.data.corpus import load_documents
+        from core.data.crops import crop_pairs, dropout_pairs, to_dataset
 
         # The corpus's own train split keeps its test texts unseen; a separate documents file is used whole.
         texts = load_documents(cfg.documents) if cfg.documents else corpus.train_texts
@@ -187,8 +186,8 @@ def prepare_examples(cfg: TrainConfig, corpus, reference, progress=None):
         stats = {"format": recipe.example_format, "documents": pairs.n_docs, "skipped_docs": pairs.skipped_docs,
                  "examples": len(dataset)}
         return dataset, stats
-    from core.evaluate import EvalSettings, eval_sets
-    from core.examples import MiningSettings, mine
+    from core.data.mining import MiningSettings, mine
+    from core.evaluation.evaluate import EvalSettings, eval_sets
 
     # Mine among the same train rows the evaluation encodes (all of them up to knn_train_max), so the
     # reference embeddings come from the cache instead of a second pass over a large corpus.
@@ -285,10 +284,10 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     The caller renames work_dir into place only when this returns, so a failed or cancelled run leaves
     nothing exportable. Raises Cancelled when the reporter asked to stop.
     """
-    from core.corpus import load_corpus
-    from core.evaluate import EvalSettings, TradeoffEvaluator, evaluate
-    from core.models import load_model
-    from core.recipes import get_recipe
+    from core.data.corpus import load_corpus
+    from core.evaluation.evaluate import EvalSettings, TradeoffEvaluator, evaluate
+    from core.models.loading import load_model
+    from core.training.recipes import get_recipe
 
     cfg.validate()
     recipe = get_recipe(cfg.recipe)
@@ -357,7 +356,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
 def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
     """Save as a sentence-transformers directory, with our section appended to its model card."""
-    from core.card import contrastlab_card_section
+    from core.training.card import contrastlab_card_section
 
     model.save(str(path))
     readme = path / "README.md"
@@ -368,7 +367,7 @@ def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
 
 
 def run_job(ctx) -> dict:
-    """Worker entry point (core.worker.JOBS['train']): train into the run's temp dir, then publish."""
+    """Worker entry point (core.jobs.worker.JOBS['train']): train into the run's temp dir, then publish."""
     cfg = TrainConfig.from_dict(ctx.config)
     work = ctx.tmp_dir()
     result = run_training(cfg, ctx, work)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import UserError
-from core.runs import RunStore
+from core.runs.store import RunStore
 
 
 def safe_name(name: str, limit: int = 80) -> str:
@@ -52,8 +52,8 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
     """Embeddings of the evaluation texts (test split and the train sample), from the cache when possible."""
     import pandas as pd
 
-    from core.encode import encode_cached
-    from core.evaluate import EvalSettings, eval_sets
+    from core.models.encode import encode_cached
+    from core.evaluation.evaluate import EvalSettings, eval_sets
 
     sets = eval_sets(corpus, EvalSettings())
     texts = [corpus.train_texts[i] for i in sets.train_rows] + list(corpus.test_texts)
@@ -82,8 +82,8 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
         shutil.copytree(model_dir, staging / "model")
         write_config(run.config, staging)
         if embeddings:
-            from core.corpus import load_corpus
-            from core.models import load_model
+            from core.data.corpus import load_corpus
+            from core.models.loading import load_model
 
             cfg = run.config
             corpus = load_corpus(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),

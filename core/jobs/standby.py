@@ -2,7 +2,7 @@
 waits for a run, so a run started from the app starts working at once.
 
 Why: those imports take about 9 s on 2 CPU cores, a third of a quick margin point's wall time. The app
-keeps one standby per run store (`ensure`, called by the pages that start runs); `worker.start` hands a
+keeps one standby per run store (`ensure`, called by the pages that start runs); `launch.start` hands a
 queued run to a waiting standby (`hand_over`) and only spawns a fresh worker when none is waiting. A
 standby nobody uses exits after `idle_s()`.
 
@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import time
 from pathlib import Path
 
-from core.runs import RunStore, pid_alive
+from core.jobs.process import spawn
+from core.runs.store import RunStore, pid_alive
 
-# What a training or sweep run imports before its first step (core.train imports the rest lazily).
-WARM_MODULES = ("core.train", "core.sweep", "core.evaluate", "core.examples", "core.models",
+# What a training or sweep run imports before its first step (core.training.trainer imports the rest lazily).
+WARM_MODULES = ("core.training.trainer", "core.jobs.sweep", "core.evaluation.evaluate", "core.data.mining", "core.models.loading",
                 "sentence_transformers", "transformers.trainer")
 DEFAULT_IDLE_S = 900.0
 POLL_S = 0.05
@@ -61,7 +63,7 @@ def _is_standby(pid: int) -> bool:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:  # no procfs (macOS): trust the pid
         return True
-    return b"core.worker" in command and b"--standby" in command
+    return b"core.jobs.worker" in command and b"--standby" in command
 
 
 def ensure(store: RunStore) -> int | None:
@@ -78,9 +80,7 @@ def ensure(store: RunStore) -> int | None:
         return next(iter(existing))
     if store.any_active():
         return None
-    from core import worker
-
-    pid = worker.spawn(store, ["--standby"], folder(store) / "standby.log")
+    pid = spawn(store, ["--standby"], folder(store) / "standby.log")
     (folder(store) / f"{pid}.warming").touch()
     return pid
 
@@ -145,8 +145,6 @@ def _retire(marker: dict[str, Path]) -> bool:
 
 def stop_all(store: RunStore) -> list[int]:
     """End the waiting standbys of this store (tests, benchmarks, a server shutting down); their pids."""
-    import signal
-
     stopped = []
     for pid, marker in _markers(store, "warming", "ready").items():
         try:

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from core.tradeoff import pareto_front
+from core.evaluation.pareto import pareto_front
 
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Alphabet
 WEBGL_ABOVE = 3000  # SVG scatter gets sluggish beyond a few thousand points

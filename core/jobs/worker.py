@@ -14,30 +14,24 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
-from core.runs import Run, RunStore
+from core.errors import Cancelled, UserError
+from core.jobs import standby
+from core.jobs.process import LOG_NAME
+from core.runs.store import Run, RunStore
 
 JOBS: dict[str, str] = {
-    "train": "core.train:run_job",
-    "sweep": "core.sweep:run_job",
-    "wait": "core.worker:wait_job",
+    "train": "core.training.trainer:run_job",
+    "sweep": "core.jobs.sweep:run_job",
+    "wait": "core.jobs.worker:wait_job",
 }
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LOG_NAME = "worker.log"
 TMP_NAME = ".tmp"  # staged artefacts live here until the job has succeeded
-
-
-class Cancelled(Exception):
-    """Raised by a job when it stops because the user asked it to."""
 
 
 class JobContext:
@@ -193,43 +187,6 @@ def execute(store: RunStore, run_id: str) -> None:
         ctx._discard_tmp()
 
 
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    env["PYTHONUNBUFFERED"] = "1"  # worker.log shows output as it happens
-    return env
-
-
-def spawn(store: RunStore, args: list[str], log_path: Path) -> int:
-    """`python -m core.worker ROOT *args` as a detached process (own session: closing the app's terminal
-    or tab does not stop it), output appended to log_path. Returns its pid."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "core.worker", str(store.root), *args],
-            cwd=REPO_ROOT, env=_worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    # Wait for it in the background so a finished worker does not linger as a zombie of the app.
-    threading.Thread(target=proc.wait, name=f"worker-{proc.pid}", daemon=True).start()
-    return proc.pid
-
-
-def start(store: RunStore, run_id: str) -> int:
-    """Execute a queued run in a detached process: a waiting standby (core.standby) when there is one,
-    else a new worker. Its output goes to <run_dir>/worker.log. Returns the worker's pid."""
-    from core import standby
-
-    run = store.get(run_id)
-    if run.status != "queued" or run.pid is not None:
-        raise UserError(f"Run {run_id} was already started (it is {run.status}); create a new run to train again.")
-    run_dir = store.run_dir(run_id)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    pid = standby.hand_over(store, run_id) or spawn(store, [run_id], run_dir / LOG_NAME)
-    if not store.claim(run_id, pid):  # another tab started it at the same moment; ours will exit
-        raise UserError(f"Run {run_id} was started by another session at the same moment; it runs there.")
-    return pid
-
-
 def _log_to(path: Path) -> None:
     """Send this process's stdout and stderr to `path` (a standby learns its run, and log, only later)."""
     sys.stdout.flush()
@@ -240,14 +197,12 @@ def _log_to(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m core.worker ROOT (RUN_ID | --standby)`: the body of a worker process. Exit 0 if the run is
+    """`python -m core.jobs.worker ROOT (RUN_ID | --standby)`: the body of a worker process. Exit 0 if the run is
     done (or a standby timed out unused)."""
-    from core import standby
-
-    parser = argparse.ArgumentParser(prog="python -m core.worker", description="Execute one queued ContrastLab run.")
+    parser = argparse.ArgumentParser(prog="python -m core.jobs.worker", description="Execute one queued ContrastLab run.")
     parser.add_argument("root", help="run store root (the folder holding runs.sqlite)")
     parser.add_argument("run_id", nargs="?", help="the run to execute")
-    parser.add_argument("--standby", action="store_true", help="import first, then wait for a run (core.standby)")
+    parser.add_argument("--standby", action="store_true", help="import first, then wait for a run (core.jobs.standby)")
     args = parser.parse_args(argv)
     if bool(args.run_id) == args.standby:
         parser.error("give either a RUN_ID or --standby")
@@ -299,7 +254,7 @@ def wait_job(ctx: JobContext) -> dict:
 
 if __name__ == "__main__":
     # Delegate to the imported module, not this __main__ copy, so JOBS entries such as
-    # "core.worker:wait_job" raise the same Cancelled class that execute() catches.
-    from core.worker import main as _main
+    # "core.jobs.worker:wait_job" raise the same Cancelled class that execute() catches.
+    from core.jobs.worker import main as _main
 
     sys.exit(_main())

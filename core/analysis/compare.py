@@ -1,7 +1,7 @@
 """Reference vs fine-tuned comparisons behind the Maps and Layers pages: which runs can be compared on a
 corpus, the data for the side-by-side maps, the neighbours of a selected point, and layer-wise curves.
 
-Everything heavy goes through the disk caches (core.encode.encode_cached, core.projection.cached_projection),
+Everything heavy goes through the disk caches (core.models.encode.encode_cached, core.analysis.projection.cached_projection),
 so a page that only re-plots never re-encodes or re-projects.
 """
 
@@ -9,21 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core import projection
-from core.corpus import Corpus
-from core.encode import encode_cached
-from core.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate_layers
-from core.metrics import knn_accuracy
-from core.models import model_fingerprint
-from core.plots import layer_curve_figure, map_figure
-from core.runs import Run, RunStore
+from core.analysis import projection
+from core.analysis.plots import layer_curve_figure, map_figure
+from core.data.corpus import Corpus
+from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate_layers
+from core.evaluation.metrics import knn_accuracy
+from core.models.encode import encode_cached
+from core.models.loading import model_fingerprint
+from core.runs.store import Run
 
 METHOD_NAMES = {"tsne": "t-SNE", "umap": "UMAP"}
 SETTINGS = EvalSettings()  # kNN k = 10, Euclidean: the same numbers as the Corpus and Runs pages
@@ -31,34 +30,6 @@ NEIGHBOURS = 10
 
 
 # ---------------------------------------------------------------- runs
-
-
-def finished_runs(store: RunStore, corpus: Corpus) -> list[Run]:
-    """Done train runs trained on this corpus (by content fingerprint) whose model is still on disk,
-    newest first: only these can be compared with the reference on this corpus."""
-    return [
-        run for run in store.list(kind="train", with_losses=False)
-        if run.status == "done"
-        and run.progress.get("summary", {}).get("corpus", {}).get("fingerprint") == corpus.fingerprint
-        and _model_on_disk(run)
-    ]
-
-
-def _model_on_disk(run: Run) -> bool:
-    model = run.artefacts.get("model")
-    return bool(model) and Path(model).is_dir()
-
-
-def run_label(run: Run) -> str:
-    """Recipe, margin and id: enough to tell a corpus's runs apart in pickers and legends."""
-    margin = run.config.get("margin")
-    shown = "default" if margin is None else f"{margin:g}"
-    return f"{run.config.get('recipe', 'run')} · margin {shown} · {run.id}"
-
-
-def run_reference(run: Run) -> str:
-    """The model a run was compared against while training: its reference, else its base model."""
-    return run.config.get("reference") or run.config["model"]
 
 
 # ---------------------------------------------------------------- maps
@@ -97,7 +68,7 @@ def _phase(progress: PhaseProgress | None, label: str) -> Callable[[int, int], N
 
 def _encode(model, corpus: Corpus, train_texts: list[str], name: str,
             progress: PhaseProgress | None) -> tuple[np.ndarray, np.ndarray]:
-    """Train-sample and test embeddings under the same cache keys as core.evaluate, so a model the Corpus
+    """Train-sample and test embeddings under the same cache keys as core.evaluation.evaluate, so a model the Corpus
     page or a training run already evaluated is not encoded again."""
     fp = model_fingerprint(model)
     train = encode_cached(model, train_texts, fingerprint=fp,
@@ -110,9 +81,9 @@ def _encode(model, corpus: Corpus, train_texts: list[str], name: str,
 def _reference_map(emb: np.ndarray, method: str, seed: int) -> np.ndarray:
     """The reference map alone, cached under the key aligned_maps gives it (same method, content, seed,
     no params, no init), so the first run trained later starts from this very map without recomputing it."""
-    key = (method, projection.array_fingerprint(emb), seed, {}, "init", None)
     project = projection.tsne if method == "tsne" else projection.umap_2d
-    return projection.cached_projection(key, lambda: project(emb, seed=seed))
+    return projection.cached_projection(projection.reference_map_key(method, emb, seed, {}),
+                                        lambda: project(emb, seed=seed))
 
 
 def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points: int = 2000, seed: int = 0,

@@ -84,7 +84,7 @@ def resolve_model(name: str | None = None) -> str:
 def _uses_ata(path: str) -> bool:
     """Models saved with ATA pooling name our module classes, which need our allow-listed loader."""
     modules = Path(path) / "modules.json"
-    return modules.exists() and "core.ata" in modules.read_text(encoding="utf-8")
+    return modules.exists() and "ATATransformer" in modules.read_text(encoding="utf-8")
 
 
 def load_model(name: str | None = None, device: str | None = None):
@@ -95,9 +95,9 @@ def load_model(name: str | None = None, device: str | None = None):
     path = resolve_model(name)
     try:
         if _uses_ata(path):
-            from core.ata import load_model as load_ata_model
+            from core.models.ata import load_allowing_ata  # imports torch: only for ATA models
 
-            model = load_ata_model(path, device=pick_device(device))
+            model = load_allowing_ata(path, device=pick_device(device))
         else:
             model = SentenceTransformer(path, device=pick_device(device))
     except (OSError, ValueError) as exc:

@@ -22,9 +22,11 @@ class Recipe:
     factory: Callable  # (model, margin, distance) -> loss module
     self_supervised: bool = False
 
+    def margin_or_default(self, margin: float | None) -> float | None:
+        return self.default_margin if margin is None else margin
+
     def build_loss(self, model, margin: float | None = None, distance: str = "cosine"):
-        if margin is None:
-            margin = self.default_margin
+        margin = self.margin_or_default(margin)
         if margin is not None and margin < 0:
             raise UserError(f"The {self.margin_name} of {self.title} must not be negative (got {margin}).")
         return self.factory(model, margin, distance)

@@ -18,10 +18,10 @@ def _fmt(value) -> str:
 
 def contrastlab_card_section(cfg, result: dict) -> str:
     """Markdown appended to sentence-transformers' own card (which already covers loss and trainer args)."""
-    from core.recipes import get_recipe
+    from core.training.recipes import get_recipe
 
     recipe = get_recipe(cfg.recipe)
-    margin = cfg.margin if cfg.margin is not None else recipe.default_margin
+    margin = recipe.margin_or_default(cfg.margin)
     corpus = result.get("corpus", {})
     before, after = result.get("before", {}), result.get("after", {})
     k = after.get("k", cfg.eval_k)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.ata import token_weights
 from core.errors import UserError
+from core.models.ata import token_weights
 
 TOP_CHANGES = 5
 MAX_TOKENS = 128  # beyond this the per-head heatmaps are unreadable and heavy for the browser

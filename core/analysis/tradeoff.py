@@ -3,18 +3,18 @@ margin does to the mined triplets before any training, and small-budget "quick" 
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable
 
 import numpy as np
 import plotly.graph_objects as go
 
-from core import worker
-from core.corpus import Corpus
+from core.data.corpus import Corpus
+from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
-from core.examples import MiningSettings, active_share
-from core.runs import ACTIVE, Run, RunStore
+from core.jobs import launch
+from core.runs.labels import knob_value
+from core.runs.store import ACTIVE, Run, RunStore
 
 # The quick model's budget: small enough to train in seconds on a CPU. Runs whose config has exactly this
 # budget are "quick" (TrainConfig rejects extra keys, so the budget itself is the mark).
@@ -24,22 +24,6 @@ QUICK_BUDGET = {"examples": 256, "epochs": 1.0, "batch_size": 16, "max_steps": 0
 MARGIN_STEPS = (0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 7.5, 10.0)
 
 PhaseProgress = Callable[[str, int, int], None]
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the non-dominated (P, S) points, maximising both, sorted by P (then S descending).
-
-    A point is dominated when another is at least as good on both scores and better on one, so exact
-    duplicates both stay on the front. Points with a NaN score (a failed evaluation) are never on it.
-    """
-    valid = [i for i, (p, s) in enumerate(points) if not (math.isnan(p) or math.isnan(s))]
-
-    def dominated(i: int) -> bool:
-        p, s = points[i]
-        return any(q >= p and t >= s and (q > p or t > s) for q, t in (points[j] for j in valid))
-
-    front = [i for i in valid if not dominated(i)]
-    return sorted(front, key=lambda i: (points[i][0], -points[i][1], i))
 
 
 # --- trade-off points ----------------------------------------------------------------------------------
@@ -54,27 +38,18 @@ def is_quick(config: dict) -> bool:
 
 
 def _source(model) -> str:
-    """What a loaded model was loaded from (core.models.load_model records it); identity as a fallback."""
+    """What a loaded model was loaded from (core.models.loading.load_model records it); identity as a fallback."""
     return str(getattr(model, "contrastlab_source", f"model-{id(model)}"))
 
 
 def _judged_by(run: Run, reference) -> bool:
     """True when the run's stored S@k was judged by this reference model, so its stored scores compare."""
-    from core.models import resolve_model
+    from core.models.loading import resolve_model
 
     try:
         return resolve_model(run.config.get("reference") or run.config.get("model")) == _source(reference)
     except UserError:
         return False
-
-
-def _margin(run: Run) -> float | None:
-    """The margin the run trained with: its config's, else its recipe's default."""
-    from core.recipes import RECIPES
-
-    margin = run.config.get("margin")
-    recipe = RECIPES.get(run.config.get("recipe", ""))
-    return margin if margin is not None or recipe is None else recipe.default_margin
 
 
 def tradeoff_points(
@@ -93,11 +68,10 @@ def tradeoff_points(
     which only re-ranks cached embeddings. `memo` (e.g. a session dict) keeps points between calls, so a
     newly finished run adds one evaluation and not one per run.
     """
-    from core.compare import finished_runs  # imported here: core.compare -> core.plots -> this module
-    from core.evaluate import EvalSettings, evaluate
+    from core.evaluation.evaluate import EvalSettings, evaluate
 
     if load_model is None:
-        from core.models import load_model as load
+        from core.models.loading import load_model as load
 
         def load_model(path: str):
             return load(path, str(getattr(reference, "device", "cpu")))
@@ -105,7 +79,7 @@ def tradeoff_points(
     memo = {} if memo is None else memo
     settings = EvalSettings(k=k)
     ref_key = (_source(reference), corpus.fingerprint, k)
-    runs = finished_runs(store, corpus)[::-1]  # oldest first: the legend follows the order of training
+    runs = store.finished(corpus.fingerprint)[::-1]  # oldest first: the legend follows the order of training
     points = []
     for i, run in enumerate([None, *runs]):
         key = (*ref_key, run.id if run else "reference")
@@ -130,7 +104,7 @@ def _point(run: Run | None, metrics: dict) -> dict:
                 "quick": False, "recipe": None, "margin": None, **scores}
     quick = is_quick(run.config)
     return {"name": f"{run.id}{' (quick)' if quick else ''}", "run_id": run.id, "is_reference": False,
-            "quick": quick, "recipe": run.config.get("recipe"), "margin": _margin(run), **scores}
+            "quick": quick, "recipe": run.config.get("recipe"), "margin": knob_value(run.config), **scores}
 
 
 # --- margin constraint share -----------------------------------------------------------------------------
@@ -146,13 +120,13 @@ def mined_triplet_embeddings(reference, corpus: Corpus, settings: MiningSettings
     """Reference embeddings of the triplets a triplet run with these settings trains on (the defaults are a
     default Train-page run's: k 5, threshold 0.5, 2000 examples, seed 0).
 
-    Mines exactly as core.train.prepare_examples does (same rows, same cache), and reads the embeddings
+    Mines exactly as core.training.trainer.prepare_examples does (same rows, same cache), and reads the embeddings
     from the encoding mining already cached: every triplet text is one of the mined rows.
     """
-    from core.encode import encode_cached
-    from core.evaluate import EvalSettings, eval_sets
-    from core.examples import mine
-    from core.models import model_fingerprint
+    from core.data.mining import mine
+    from core.evaluation.evaluate import EvalSettings, eval_sets
+    from core.models.encode import encode_cached
+    from core.models.loading import model_fingerprint
 
     per_model = _TRIPLETS.setdefault(reference, {})
     key = (corpus.fingerprint, settings)
@@ -203,7 +177,7 @@ def margin_share_figure(shares: list[tuple[float, float]], current: float) -> go
 
 def _full_config(config: dict) -> dict | None:
     """A config with every default filled in, so two spellings of the same run compare equal; None if invalid."""
-    from core.train import TrainConfig
+    from core.training.trainer import TrainConfig
 
     try:
         return TrainConfig.from_dict(config).to_dict()
@@ -213,7 +187,7 @@ def _full_config(config: dict) -> dict | None:
 
 def quick_config(base_config: dict, margin: float) -> dict:
     """The full config of the quick run for `base_config` at `margin`; raises UserError if it is invalid."""
-    from core.train import TrainConfig
+    from core.training.trainer import TrainConfig
 
     return TrainConfig.from_dict({**base_config, **QUICK_BUDGET, "margin": float(margin)}).to_dict()
 
@@ -228,7 +202,7 @@ def quick_run(store: RunStore, base_config: dict, margin: float) -> str:
             return run.id
     run_id = store.create("train", config)
     try:
-        worker.start(store, run_id)
+        launch.start(store, run_id)
     except BaseException:
         store.mark_failed(run_id, "The worker process could not be started.")
         raise

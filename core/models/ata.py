@@ -19,7 +19,7 @@ hooks writing to shared state could; and the pooling stays testable on plain ten
 
 Loading. sentence-transformers 6 refuses to import a module class outside its own namespace
 unless remote code is trusted (``trust_remote_code``), which would also let a model directory run any code. Use
-``load_model`` instead: it maps exactly our two class paths to the already-imported classes
+``load_allowing_ata`` instead: it maps exactly our two class paths to the already-imported classes
 (the mechanism the library's own trainer uses to reload checkpoints) and keeps the gate for
 everything else. A plain ``SentenceTransformer(dir)`` on an ATA model fails loudly rather than
 silently falling back to another pooling.
@@ -118,8 +118,10 @@ class ATAPooling(Module):
         self.save_config(output_path)
 
 
+# Class paths a saved modules.json may name: this module's, and "core.ata", where models saved before the
+# package layout name them.
 MODULE_CLASSES: dict[str, type[torch.nn.Module]] = {
-    f"{cls.__module__}.{cls.__qualname__}": cls for cls in (ATATransformer, ATAPooling)
+    f"{module}.{cls.__qualname__}": cls for cls in (ATATransformer, ATAPooling) for module in (cls.__module__, "core.ata")
 }
 
 
@@ -142,7 +144,7 @@ def build_ata_model(base: SentenceTransformer) -> SentenceTransformer:
     return model
 
 
-def load_model(path: str | Path, **kwargs: Any) -> SentenceTransformer:
+def load_allowing_ata(path: str | Path, **kwargs: Any) -> SentenceTransformer:
     """Load a saved sentence-transformers directory, ATA or not, without ``trust_remote_code``.
 
     Only ``MODULE_CLASSES`` are resolved to our code; any other non-library class still needs the flag.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 
-from core.errors import UserError
-from core.runs import RunStore
-from core.train import TrainConfig
-from core.worker import Cancelled, execute
+from core.errors import Cancelled, UserError
+from core.jobs.worker import execute
+from core.runs.store import RunStore
+from core.training.trainer import TrainConfig
 
 
 def sweep_config(base: dict, recipes: list[str], margins: list[float | None]) -> dict:
@@ -42,7 +42,7 @@ def cancel(store: RunStore, run_id: str) -> None:
 
 
 def run_job(ctx) -> dict:
-    """Worker entry point (core.worker.JOBS['sweep']): train and evaluate each grid point as a child run."""
+    """Worker entry point (core.jobs.worker.JOBS['sweep']): train and evaluate each grid point as a child run."""
     store: RunStore = ctx.store
     points = grid(ctx.config)
     results = []

@@ -9,10 +9,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
 
-from core.corpus import Corpus
-from core.encode import encode, encode_cached
-from core.metrics import knn_accuracy, layerwise_knn_accuracy, linear_probe_accuracy, polarity_similarity, sample_pool
-from core.models import model_fingerprint
+from core.data.corpus import Corpus
+from core.evaluation.metrics import (
+    knn_accuracy,
+    layerwise_knn_accuracy,
+    linear_probe_accuracy,
+    polarity_similarity,
+    sample_pool,
+)
+from core.models.encode import encode, encode_cached
+from core.models.loading import model_fingerprint
 
 # phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
 PhaseProgress = Callable[[str, int, int], None]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from core.storage import home
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 ACTIVE = ("queued", "running")
@@ -67,12 +68,6 @@ CREATE TABLE IF NOT EXISTS history (
 );
 CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
 """
-
-
-def default_root() -> Path:
-    """CONTRASTLAB_HOME if set (tests, shared installs), else `.contrastlab` in the repo."""
-    env = os.environ.get("CONTRASTLAB_HOME")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / ".contrastlab"
 
 
 @dataclass
@@ -155,7 +150,7 @@ class RunStore:
     """The runs database and the artefact folders next to it."""
 
     def __init__(self, root: Path | str | None = None) -> None:
-        self.root = Path(root if root is not None else default_root()).expanduser().resolve()
+        self.root = Path(root if root is not None else home()).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.db_path = self.root / DB_NAME
         self._init_db()
@@ -261,6 +256,16 @@ class RunStore:
                 pid=row["pid"], sweep_id=row["sweep_id"], cancel_requested=bool(row["cancel_requested"]),
             )
             for row in rows
+        ]
+
+    def finished(self, corpus_fingerprint: str) -> list[Run]:
+        """Done train runs trained on this corpus (by content fingerprint) whose model is still on disk,
+        newest first: only these can be compared with the reference on this corpus."""
+        return [
+            run for run in self.list(kind="train", with_losses=False)
+            if run.status == "done"
+            and run.progress.get("summary", {}).get("corpus", {}).get("fingerprint") == corpus_fingerprint
+            and bool(run.artefacts.get("model")) and Path(run.artefacts["model"]).is_dir()
         ]
 
     def any_active(self) -> bool:
@@ -388,6 +393,3 @@ class RunStore:
 
     def set_metrics_before(self, run_id: str, metrics: dict) -> None:
         self._update_json(run_id, "metrics_before", metrics, merge=False)
-
-    def add_artefact(self, run_id: str, name: str, path: str) -> None:
-        self._update_json(run_id, "artefacts", {name: str(path)})

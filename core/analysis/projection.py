@@ -7,16 +7,13 @@ vectors Euclidean neighbours are cosine neighbours, which every backend (and PCA
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from core.encode import _save_atomic, cache_dir
 from core.errors import UserError
-from core.metrics import search
+from core.evaluation.metrics import search
+from core.storage import array_fingerprint, cached_array, key_hash, projection_entry
 
 METHODS = ("tsne", "umap")
 PARALLEL_ABOVE = 5000
@@ -130,7 +127,7 @@ def aligned_maps(
     if not cache:
         ref_map = _project(method, ref_emb, None, seed, params)
         return ref_map, _project(method, tuned_emb, ref_map, seed, params)
-    ref_key = (method, array_fingerprint(ref_emb), seed, params, "init", None)
+    ref_key = reference_map_key(method, ref_emb, seed, params)
     ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params))
     tuned_key = (method, array_fingerprint(tuned_emb), seed, params, "init", key_hash(ref_key))
     return ref_map, cached_projection(tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params))
@@ -166,44 +163,15 @@ def subsample(n: int, max_points: int, labels: Sequence, seed: int = 0) -> np.nd
 # --- disk cache ----------------------------------------------------------------------------------------
 
 
-def projection_cache_dir() -> Path:
-    """Beside the embeddings cache, so clearing the cache folder clears both."""
-    return cache_dir().parent / "projections"
-
-
-def array_fingerprint(array: np.ndarray) -> str:
-    """Content hash of an array (shape, dtype, bytes): a changed embedding never reads a stale map."""
-    a = np.ascontiguousarray(array)
-    digest = hashlib.sha256(f"{a.shape}|{a.dtype.str}|".encode())
-    digest.update(a.tobytes())
-    return digest.hexdigest()[:16]
-
-
-def _jsonable(obj):
-    if isinstance(obj, np.ndarray):
-        return array_fingerprint(obj)
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"cannot use {type(obj).__name__} in a projection cache key")
-
-
-def key_hash(key_parts: tuple) -> str:
-    """Stable hash of a key of str / numbers / None / nested tuples, lists and dicts (arrays by content)."""
-    text = json.dumps(key_parts, default=_jsonable, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+def reference_map_key(method: str, emb: np.ndarray, seed: int, params: dict) -> tuple:
+    """The cache key of a map computed from scratch (no init): aligned_maps' reference map, so a page that
+    shows the reference alone computes the very map a later fine-tuned map starts from."""
+    return (method, array_fingerprint(emb), seed, params, "init", None)
 
 
 def cached_projection(key_parts: tuple, compute: Callable[[], np.ndarray]) -> np.ndarray:
     """The cached map for this key, or compute() written atomically; a corrupt entry is recomputed."""
-    path = projection_cache_dir() / f"{key_hash(key_parts)}.npy"
-    if path.exists():
-        try:
-            return np.load(path, allow_pickle=False)
-        except (ValueError, OSError):
-            path.unlink(missing_ok=True)
-    result = np.asarray(compute())
-    _save_atomic(path, result)
-    return result
+    return cached_array(projection_entry(key_parts), compute)
 
 
 # --- what moved around a selected point ---------------------------------------------------------------

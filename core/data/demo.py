@@ -5,7 +5,7 @@ mix two topics and some carry only a single weak cue, so a small encoder separat
 perfectly and fine-tuning has something to improve. The documents file holds multi-sentence articles for
 crop augmentation: every sentence is 100-250 characters, ends in '.', and contains no other '.'.
 
-Regenerate with `python -m core.demo`; a fixed seed makes the output byte-identical on every run.
+Regenerate with `python -m core.data.demo`; a fixed seed makes the output byte-identical on every run.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import csv
 import random
 from pathlib import Path
 
-from core.corpus import demo_corpus_path, demo_documents_path
+from core.data.corpus import demo_corpus_path, demo_documents_path
 
 SEED = 0
 SENTENCES_PER_TOPIC = {"sport": 170, "science": 160, "cooking": 150, "finance": 165}

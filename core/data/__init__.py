@@ -1,0 +1,9 @@
+"""Data: what a run learns from, read and checked before any model sees it.
+
+- ``corpus``: labelled corpora (read CSV / TSV / JSONL / Parquet / pasted tables, detect columns, validation
+  report, deterministic split): ``load_corpus``, ``build_corpus``, ``Corpus``, ``persist_table``.
+- ``crops``: self-supervised pairs from multi-sentence documents: ``crop_pairs``, ``dropout_pairs``.
+- ``mining``: label-aware examples mined with a frozen reference model: ``mine``, ``MiningSettings``,
+  ``active_share``.
+- ``demo``: writes the demo corpus and documents in ``assets/``: ``write_demo``.
+"""

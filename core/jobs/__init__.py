@@ -1,0 +1,9 @@
+"""Jobs: runs executed in detached worker processes that outlive the page or terminal that started them.
+
+- ``worker``: the worker process body and the job context a job reports through: ``execute``, ``JobContext``,
+  ``JOBS``.
+- ``process``: spawning a detached worker: ``spawn``, ``LOG_NAME``.
+- ``launch``: starting a queued run (on a standby when one waits): ``start``.
+- ``standby``: pre-warmed workers with the heavy imports done: ``ensure``, ``hand_over``, ``stop_all``.
+- ``sweep``: a grid of (recipe, margin) runs in one worker: ``sweep_config``, ``cancel``.
+"""

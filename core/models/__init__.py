@@ -1,0 +1,9 @@
+"""Models: finding, loading and running sentence-transformers models.
+
+- ``loading``: local directory > packaged model > hub id, device choice, weights fingerprint:
+  ``load_model``, ``resolve_model``, ``pick_device``, ``model_fingerprint``.
+- ``encode``: one forward pass per batch for pooled embeddings, every layer's mean and attentions, with a
+  disk cache: ``encode``, ``encode_cached``, ``count_overlong``.
+- ``ata``: anchor-token-aware pooling as sentence-transformers modules: ``ATATransformer``, ``ATAPooling``,
+  ``build_ata_model``, ``token_weights``, ``load_allowing_ata``.
+"""
