@@ -98,9 +98,9 @@ def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points:
     if method not in METHOD_NAMES:
         raise ValueError(f"unknown projection method {method!r}; choose one of {tuple(METHOD_NAMES)}")
     sets = eval_sets(corpus, SETTINGS)
-    train_texts = [corpus.train_texts[i] for i in sets.train_rows]
+    train_texts = sets.train_texts
     texts = train_texts + list(corpus.test_texts)
-    codes = np.concatenate([corpus.train_labels[sets.train_rows], corpus.test_labels])
+    codes = np.concatenate([sets.train_labels, corpus.test_labels])
     split = ["train"] * len(train_texts) + [corpus.target_split] * len(corpus.test_texts)
     strata = [f"{s}\x1f{c}" for s, c in zip(split, codes)]
     rows = projection.subsample(len(texts), max_points, strata, seed)

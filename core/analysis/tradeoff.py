@@ -12,9 +12,12 @@ import plotly.graph_objects as go
 from core.data.corpus import Corpus
 from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
+from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.jobs import launch
+from core.models.encode import encode_cached
 from core.runs.labels import knob_value
 from core.runs.store import ACTIVE, Run, RunStore
+from core.training.trainer import mine_train_sample
 
 # The quick model's budget: small enough to train in seconds on a CPU. Runs whose config has exactly this
 # budget are "quick" (TrainConfig rejects extra keys, so the budget itself is the mark).
@@ -123,20 +126,12 @@ def mined_triplet_embeddings(reference, corpus: Corpus, settings: MiningSettings
     Mines exactly as core.training.trainer.prepare_examples does (same rows, same cache), and reads the embeddings
     from the encoding mining already cached: every triplet text is one of the mined rows.
     """
-    from core.data.mining import mine
-    from core.evaluation.evaluate import EvalSettings, eval_sets
-    from core.models.encode import encode_cached
-    from core.models.loading import model_fingerprint
-
     per_model = _TRIPLETS.setdefault(reference, {})
     key = (corpus.fingerprint, settings)
     if key not in per_model:
-        rows = eval_sets(corpus, EvalSettings()).train_rows
-        texts = [corpus.train_texts[i] for i in rows]
-        fingerprint = model_fingerprint(reference)
-        examples = mine(reference, texts, corpus.train_labels[rows], "triplet", settings,
-                        corpus_fp=f"{corpus.fingerprint}-{len(rows)}")
-        embeddings = encode_cached(reference, texts, fingerprint=fingerprint)
+        texts = eval_sets(corpus, EvalSettings()).train_texts
+        examples = mine_train_sample(reference, corpus, "triplet", settings)
+        embeddings = encode_cached(reference, texts)
         row_of = {text: i for i, text in enumerate(texts)}
         per_model[key] = tuple(embeddings[[row_of[t] for t in examples.frame[col]]]
                                for col in ("anchor", "positive", "negative"))

@@ -3,6 +3,7 @@
 - ``metrics``: pure numpy + FAISS on embeddings: ``polarity_similarity`` (P@k / S@k), ``knn_accuracy``,
   ``layerwise_knn_accuracy``, ``linear_probe_accuracy``, ``search``.
 - ``pareto``: ``pareto_front`` of (P, S) points.
+- ``headline``: ``HEADLINE``, the metrics every table and card shows, with their names and units.
 - ``evaluate``: which texts are scored, encoded through the cache, and the same scoring as a
   sentence-transformers evaluator: ``evaluate``, ``evaluate_layers``, ``EvalSettings``, ``eval_sets``,
   ``TradeoffEvaluator``.

@@ -4,7 +4,7 @@ scoring shaped as a sentence-transformers evaluator so the trainer can run it du
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
@@ -34,17 +34,18 @@ class EvalSettings:
     knn_train_max: int = 10000  # kNN reference set: the whole train split up to this size, else a seeded sample
     linear_probe: bool = True
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class EvalSets:
-    """Row indices into the corpus train split: the P/S source pool and the kNN reference set."""
+    """Row indices into the corpus train split: the P/S source pool and the kNN reference set, and the train
+    sample they make up, which is encoded once (and mined from, so mining reuses its cached encoding)."""
 
     pool: np.ndarray
     knn: np.ndarray
-    train_rows: np.ndarray  # union of both: encoded once
+    train_rows: np.ndarray  # union of both
+    train_texts: list[str]  # the texts of train_rows
+    train_labels: np.ndarray  # their label codes
+    key: str  # names this sample of this corpus in cache keys
 
     @property
     def pool_pos(self) -> np.ndarray:
@@ -62,7 +63,9 @@ def eval_sets(corpus: Corpus, settings: EvalSettings) -> EvalSets:
         knn = np.arange(n_train)
     else:
         knn = np.sort(np.random.default_rng(settings.seed).choice(n_train, settings.knn_train_max, replace=False))
-    return EvalSets(pool=pool, knn=knn, train_rows=np.union1d(pool, knn))
+    rows = np.union1d(pool, knn)
+    return EvalSets(pool=pool, knn=knn, train_rows=rows, train_texts=[corpus.train_texts[i] for i in rows],
+                    train_labels=corpus.train_labels[rows], key=f"{corpus.fingerprint}-{len(rows)}")
 
 
 def score(
@@ -75,7 +78,7 @@ def score(
     ref_test: np.ndarray,
 ) -> dict:
     """All headline metrics from embeddings of `sets.train_rows` and of the test split."""
-    train_labels = corpus.train_labels[sets.train_rows]
+    train_labels = sets.train_labels
     ps = polarity_similarity(
         model_test,
         model_train[sets.pool_pos],
@@ -103,8 +106,7 @@ def encode_for_eval(
     model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     fp = model_fingerprint(model)
-    train_texts = [corpus.train_texts[i] for i in sets.train_rows]
-    train = _encode_split(model, train_texts, f"{name}: encoding train sample", progress, fp)
+    train = _encode_split(model, sets.train_texts, f"{name}: encoding train sample", progress, fp)
     test = _encode_split(model, corpus.test_texts, f"{name}: encoding {corpus.target_split}", progress, fp)
     return train, test
 
@@ -154,12 +156,11 @@ class TradeoffEvaluator(SentenceEvaluator):
         super().__init__()
         self.corpus, self.settings, self.name, self.batch_size = corpus, settings, name, batch_size
         self.sets = eval_sets(corpus, settings)
-        self.train_texts = [corpus.train_texts[i] for i in self.sets.train_rows]
         self.ref_train, self.ref_test = encode_for_eval(reference, corpus, self.sets, "reference")
         self.primary_metric = "polarity"
 
     def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict:
-        m_train = encode(model, self.train_texts, batch_size=self.batch_size).embeddings
+        m_train = encode(model, self.sets.train_texts, batch_size=self.batch_size).embeddings
         m_test = encode(model, self.corpus.test_texts, batch_size=self.batch_size).embeddings
         metrics = score(self.corpus, self.sets, self.settings, m_train, m_test, self.ref_train, self.ref_test)
         metrics = {k: v for k, v in metrics.items() if isinstance(v, float)}

@@ -56,8 +56,8 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
     from core.evaluation.evaluate import EvalSettings, eval_sets
 
     sets = eval_sets(corpus, EvalSettings())
-    texts = [corpus.train_texts[i] for i in sets.train_rows] + list(corpus.test_texts)
-    labels = list(corpus.train_labels[sets.train_rows]) + list(corpus.test_labels)
+    texts = sets.train_texts + list(corpus.test_texts)
+    labels = list(sets.train_labels) + list(corpus.test_labels)
     splits = ["train"] * len(sets.train_rows) + [corpus.target_split] * len(corpus.test_texts)
     emb = encode_cached(model, texts, progress=progress)
     frame = pd.DataFrame({"text": texts, "label": [corpus.classes[i] for i in labels], "split": splits,

@@ -186,17 +186,21 @@ def prepare_examples(cfg: TrainConfig, corpus, reference, progress=None):
         stats = {"format": recipe.example_format, "documents": pairs.n_docs, "skipped_docs": pairs.skipped_docs,
                  "examples": len(dataset)}
         return dataset, stats
-    from core.data.mining import MiningSettings, mine
+    from core.data.mining import MiningSettings
+
+    settings = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
+    examples = mine_train_sample(reference, corpus, recipe.example_format, settings, progress)
+    return examples.to_dataset(), examples.stats
+
+
+def mine_train_sample(reference, corpus, fmt: str, settings, progress=None):
+    """Mine among the train sample the evaluation encodes (all train rows up to knn_train_max), so the
+    reference embeddings come from the cache instead of a second pass over a large corpus."""
+    from core.data.mining import mine
     from core.evaluation.evaluate import EvalSettings, eval_sets
 
-    # Mine among the same train rows the evaluation encodes (all of them up to knn_train_max), so the
-    # reference embeddings come from the cache instead of a second pass over a large corpus.
-    rows = eval_sets(corpus, EvalSettings()).train_rows
-    texts = [corpus.train_texts[i] for i in rows]
-    settings = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
-    examples = mine(reference, texts, corpus.train_labels[rows], recipe.example_format, settings,
-                    corpus_fp=f"{corpus.fingerprint}-{len(rows)}", progress=progress)
-    return examples.to_dataset(), examples.stats
+    sets = eval_sets(corpus, EvalSettings())
+    return mine(reference, sets.train_texts, sets.train_labels, fmt, settings, corpus_fp=sets.key, progress=progress)
 
 
 # --- training --------------------------------------------------------------------------------

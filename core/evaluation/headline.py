@@ -1,0 +1,24 @@
+"""The headline metrics of an evaluation result, named once for every table, card and model card."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # in an evaluation result (core.evaluation.evaluate.score)
+    short: str  # table rows and metric cards; {k} is the retrieval depth
+    long: str  # model cards
+    percent: bool  # an accuracy in [0, 1], shown x100 with '%'; P@k / S@k are already x100
+
+    def shown(self, value: float) -> float:
+        return value * 100 if self.percent else value
+
+
+HEADLINE = (
+    Metric("polarity", "P@{k}", "P@k (label agreement of retrieved texts)", False),
+    Metric("similarity", "S@{k}", "S@k (reference-model similarity of retrieved texts)", False),
+    Metric("knn_accuracy", "kNN accuracy", "kNN accuracy", True),
+    Metric("linear_accuracy", "Linear probe", "Linear-probe accuracy", True),
+)
