@@ -1,35 +1,13 @@
-"""ContrastLab home page: what the app does, what this session works on, and where to go next."""
+"""ContrastLab's entry point (`streamlit run app.py`): on every rerun it registers the pages, sets the page
+config, fills in the session state and draws the sidebar summary once, then runs the page picked."""
 
 import streamlit as st
 
 import ui
 
-ui.page_setup("Home", ":material/hub:")
-
-st.title("ContrastLab")
-st.markdown(
-    "Fine-tune a sentence-embedding model on your own labelled corpus with contrastive objectives, then "
-    "**see what the fine-tuning did**: whether the classes now separate, whether the model kept its general "
-    "sense of meaning, which layers changed and where its attention goes. Every result compares the "
-    "fine-tuned model with its frozen reference and can be reproduced headless with `python -m core`."
-)
-
-corpus = ui.state.corpus()
-cards = st.columns([2.2, 1, 1, 1.8, 1])
-if corpus is not None:
-    cards[0].metric("Corpus", corpus.name, border=True, help=f"Split: {corpus.report.split_source}")
-    cards[1].metric("Texts", f"{len(corpus.train_texts) + len(corpus.test_texts):,}", border=True,
-                    help=f"{len(corpus.train_texts):,} train, {len(corpus.test_texts):,} {corpus.target_split}")
-    cards[2].metric("Classes", len(corpus.classes), border=True, help=", ".join(corpus.classes))
-cards[3].metric("Reference model", ui.model_label(ui.state.model_name()), border=True, help=ui.state.model_name())
-cards[4].metric("Device", ui.device(), border=True)
-
-st.subheader("Workflow")
-for step in ui.steps():
-    link, blurb = st.columns([1, 3], vertical_alignment="center")
-    with link:
-        if step.path:
-            st.page_link(step.path, label=step.label, icon=step.icon)
-        else:
-            st.caption(f"{step.icon} {step.label}")
-    blurb.caption(step.blurb if step.path else f"{step.blurb} *Coming soon.*")
+page = ui.nav.navigation()
+st.set_page_config(page_title=f"{page.title} · ContrastLab", page_icon=page.icon, layout="wide")
+with ui.guard("Loading the demo corpus"):
+    ui.state.init()
+ui.sidebar()
+page.run()

@@ -1,4 +1,4 @@
-"""Crop augmentation vs SimCSE dropout (seed 002, DESIGN §3.3).
+"""Crop augmentation vs SimCSE dropout (seed 002; docs/definitions.md, Crop augmentation).
 
 A randomly initialised BERT (same weights for both arms) is trained from scratch on BBC News documents,
 once with crop pairs (two different chunks of t = 2 sentences of one document) and once with dropout
@@ -73,8 +73,9 @@ def train_arm(recipe: str, model_dir: Path, docs: list[str], steps: int, checkpo
 
     from core.data.crops import crop_pairs, dropout_pairs, to_dataset
     from core.models.loading import load_model
+    from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
-    from core.training.trainer import TrainConfig, make_trainer
+    from core.training.trainer import make_trainer
 
     set_seeds()
     # Enough pairs that no pair repeats within the budget (more than one per document when needed).
@@ -85,7 +86,7 @@ def train_arm(recipe: str, model_dir: Path, docs: list[str], steps: int, checkpo
     model = load_model(str(model_dir), "cpu")
     cfg = TrainConfig(corpus="bbc_news.csv", recipe=recipe, margin=SCALE, batch_size=BATCH, lr=LR,
                       max_steps=steps, warmup_ratio=0.1, seed=0, device="cpu")
-    loss = get_recipe(recipe).build_loss(model, SCALE)
+    loss = get_recipe(recipe).build_loss(model, cfg)
     trainer = make_trainer(cfg, model, loss, dataset, work / recipe, NoopReporter())
     mid: dict[str, float] = {}
 

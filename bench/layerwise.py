@@ -1,4 +1,4 @@
-"""One-pass layer-wise encoding vs one forward pass per layer (DESIGN §5).
+"""One-pass layer-wise encoding vs one forward pass per layer.
 
 Ours: core.models.encode.encode(..., layers=True) — one forward pass per batch yields the pooled embedding and
 every layer's mean-pooled hidden state. Baseline: for each layer l = 0..L, run the model over all texts

@@ -1,4 +1,4 @@
-"""Margin trend (seed 000 claim, DESIGN §3.1): smaller TripletLoss margins keep more semantic similarity.
+"""Margin trend (seed 000; docs/definitions.md, P@k and S@k): smaller TripletLoss margins keep more semantic similarity.
 
 SST-2, all-MiniLM-L6-v2 as base and reference, mined triplets, 1 epoch, batch 32, cosine distance,
 margins 0.1 and 5.0, each through core.training.trainer.run_training with a no-op reporter. The baseline is the
@@ -30,7 +30,8 @@ def _quick_corpus(folder: Path) -> Path:
 
 
 def run(opts: Options) -> None:
-    from core.training.trainer import TrainConfig, run_training
+    from core.training.config import TrainConfig
+    from core.training.trainer import run_training
 
     set_seeds()
     n_examples = 300 if opts.quick else 2000

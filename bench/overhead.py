@@ -1,4 +1,4 @@
-"""Training-loop overhead (DESIGN §5): our trainer vs a bare SentenceTransformerTrainer.
+"""Training-loop overhead: our trainer vs a bare SentenceTransformerTrainer.
 
 Ours: core.training.trainer.make_trainer with our progress / ETA / cancel callback attached (no-op reporter).
 Baseline: a SentenceTransformerTrainer built here directly, with the same model initialisation (a copy of
@@ -50,8 +50,9 @@ def bare_trainer(model, loss, dataset, out_dir: Path):
 
 def run(opts: Options) -> None:
     from core.data.mining import MiningSettings, mine
+    from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
-    from core.training.trainer import TrainConfig, make_trainer
+    from core.training.trainer import make_trainer
 
     set_seeds()
     n_examples = 96 if opts.quick else 600
@@ -73,7 +74,7 @@ def run(opts: Options) -> None:
         set_seeds()
         model = copy.deepcopy(base)  # same initial weights every run, load time not counted
         model.train()
-        loss = recipe.build_loss(model, cfg.margin, cfg.distance)
+        loss = recipe.build_loss(model, cfg)
         t0 = time.perf_counter()
         if arm == "ours":
             trainer = make_trainer(cfg, model, loss, data, tmp / arm, NoopReporter())

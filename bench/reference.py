@@ -1,4 +1,4 @@
-"""Seed 000, Table 1 reference row: all-MiniLM-L6-v2 as model and reference on SST-2 (DESIGN §3.1).
+"""Seed 000, Table 1 reference row: all-MiniLM-L6-v2 as model and reference on SST-2 (docs/definitions.md, P@k and S@k).
 
 Targets are the validation split, the source pool is 5x their number sampled from train (seed 0), k = 16,
 all through core.evaluation.evaluate.evaluate. Printed next to the published P 63.0 (sd 21.9), S 46.6 (sd 7.4).
@@ -29,7 +29,7 @@ def _subset(corpus, n_train: int, n_test: int, seed: int = 0):
 
 
 def independent_scores(model, corpus, k: int = K, factor: int = 5, seed: int = 0) -> dict:
-    """P@k and S@k straight from DESIGN §3.1, sharing no code with core.evaluation.metrics / core.models.encode."""
+    """P@k and S@k straight from the definition, sharing no code with core.evaluation.metrics / core.models.encode."""
     n_train, n_test = len(corpus.train_texts), len(corpus.test_texts)
     pool = np.sort(np.random.default_rng(seed).choice(n_train, size=min(factor * n_test, n_train), replace=False))
     targets = model.encode(corpus.test_texts, batch_size=64, show_progress_bar=False, normalize_embeddings=True)

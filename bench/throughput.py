@@ -1,4 +1,4 @@
-"""Encoding throughput and neighbour search (DESIGN §5).
+"""Encoding throughput and neighbour search.
 
 1. core.models.encode.encode vs plain SentenceTransformer.encode on the same texts, batch 64: texts/s of both
    and ours/theirs (the aim is >= 0.95: our extra outputs must not cost throughput).

@@ -11,6 +11,10 @@ import sys
 from collections.abc import Callable
 
 from core.errors import UserError
+from core.runs.labels import knob_value
+from core.training.config import GENERAL, TrainConfig, for_recipe
+from core.training.params import Param
+from core.training.recipes import RECIPES, get_recipe, recipe_params
 
 EXIT_USER_ERROR = 2
 
@@ -100,47 +104,43 @@ def _print_layers(r: dict) -> None:
 
 # --- training, sweeps, runs, export ----------------------------------------------------------
 
-_TRAIN_FLAGS = {  # CLI flag -> (TrainConfig field, type)
-    "--recipe": ("recipe", str), "--margin": ("margin", float), "--examples": ("examples", int),
-    "--epochs": ("epochs", float), "--batch-size": ("batch_size", int), "--lr": ("lr", float),
-    "--warmup-ratio": ("warmup_ratio", float), "--seed": ("seed", int), "--freeze-layers": ("freeze_layers", int),
-    "--pooling": ("pooling", str), "--reference": ("reference", str), "--distance": ("distance", str),
-    "--mine-k": ("mine_k", int), "--threshold": ("threshold", float), "--eval-every": ("eval_every", int),
-    "--max-steps": ("max_steps", int), "--documents": ("documents", str), "--precision": ("precision", str),
-    "--crop-t": ("crop_t", int), "--pairs-per-doc": ("pairs_per_doc", int),
-}
+def _add_flag(p: argparse.ArgumentParser, param: Param, help: str) -> None:
+    """One flag per setting; values stay strings so TrainConfig parses them (a bad one exits 2 with one line)."""
+    if param.type is bool:
+        p.add_argument(param.flag, action="store_true", default=None, help=help)
+    else:
+        choices = f" ({'/'.join(param.choices)})" if param.choices else ""
+        p.add_argument(param.flag, default=None, metavar=param.type.__name__.upper(), help=help + choices)
 
 
 def _train_args(p: argparse.ArgumentParser, with_recipe: bool = True) -> None:
+    """Flags from the general settings and every recipe's own (a flag the chosen recipe lacks is refused)."""
     p.add_argument("corpus", nargs="?", help="corpus file (optional with --config)")
     p.add_argument("--config", help="a saved run config (YAML or JSON); flags given here override it")
-    p.add_argument("--text-col")
-    p.add_argument("--label-col")
-    p.add_argument("--split-col")
-    p.add_argument("--model", default=None)
-    p.add_argument("--device", default=None)
-    p.add_argument("--freeze-embeddings", action="store_true", default=None)
-    for flag, (_field, kind) in _TRAIN_FLAGS.items():
-        if flag == "--recipe" and not with_recipe:
-            continue
-        p.add_argument(flag, type=kind, default=None)
+    for param in GENERAL:
+        if param.name != "corpus" and (with_recipe or param.name != "recipe"):
+            _add_flag(p, param, param.help)
+    for owners in recipe_params().values():
+        param = owners[0][1]
+        if len({q.help for _r, q in owners}) > 1:  # e.g. the knob: a margin or a scale, its default per recipe
+            labels = "/".join(sorted({q.label.lower() for _r, q in owners}))
+            text = f"the recipe's {labels}; defaults: " + ", ".join(f"{r.name} {q.default}" for r, q in owners)
+        else:
+            text = f"{param.help} [{', '.join(r.name for r, _q in owners)}]"
+        _add_flag(p, param, text)
     p.add_argument("--out", help="export the finished model (and its card, config, embeddings) into this folder")
     p.add_argument("--json", action="store_true")
 
 
-def _train_config(args, overrides: dict | None = None) -> dict:
-    """Config file first, then CLI flags, then command-specific overrides."""
-    from core.training.trainer import TrainConfig
-
+def train_config(args, overrides: dict | None = None) -> dict:
+    """Config file first, then CLI flags, then command-specific overrides; validated by TrainConfig."""
     data = TrainConfig.from_file(args.config).to_dict() if args.config else {}
-    for key in ("corpus", "text_col", "label_col", "split_col", "model", "device", "freeze_embeddings"):
-        if getattr(args, key, None) is not None:
-            data[key] = getattr(args, key)
-    for flag, (field, _kind) in _TRAIN_FLAGS.items():
-        value = getattr(args, flag[2:].replace("-", "_"), None)
-        if value is not None:
-            data[field] = value
-    data.update(overrides or {})
+    names = [p.name for p in GENERAL] + list(recipe_params())
+    settings = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    settings.update(overrides or {})
+    if data and settings.get("recipe", data["recipe"]) != data["recipe"]:
+        data = for_recipe(data, settings["recipe"])  # the file's other recipe's settings do not carry over
+    data.update(settings)
     if not data.get("corpus"):
         raise UserError("Name a corpus file (or a --config that has one).")
     cfg = TrainConfig.from_dict(data)
@@ -223,16 +223,13 @@ def cmd_train(args, overrides: dict | None = None) -> dict:
     from core.runs.store import RunStore
 
     store = RunStore()
-    run_id = store.create("train", _train_config(args, overrides))
+    run_id = store.create("train", train_config(args, overrides))
     return _finish_run(store, follow(store, run_id), args)
 
 
 def cmd_crop(args) -> dict:
-    # DESIGN §3.3 defaults: batch 64, lr 2e-5, one epoch; --batches bounds the run.
+    """A self-supervised run; its budget defaults (batch, lr) are the recipe's, --batches bounds the run."""
     overrides = {"recipe": args.augmentation}
-    for key, default in (("batch_size", 64), ("lr", 2e-5)):
-        if getattr(args, key) is None:
-            overrides[key] = default
     if args.batches:
         overrides["max_steps"] = args.batches
     return cmd_train(args, overrides)
@@ -242,12 +239,12 @@ def cmd_sweep(args) -> dict:
     from core.jobs.sweep import sweep_config
     from core.runs.store import RunStore
 
-    base = _train_config(args)
-    recipes = [r.strip() for r in (args.recipes or args.recipe or base["recipe"]).split(",") if r.strip()]
-    try:
-        margins = [float(m) for m in args.margins.split(",") if m.strip()]
-    except ValueError:
-        raise UserError(f"--margins must be comma-separated numbers, got '{args.margins}'.") from None
+    base = train_config(args)
+    recipes = [r.strip() for r in (args.recipes or base["recipe"]).split(",") if r.strip()]
+    knob = get_recipe(recipes[0]).knob_param if recipes else None
+    if knob is None:
+        raise UserError(f"Recipe {', '.join(recipes) or '(none)'} has no margin or scale to sweep.")
+    margins = knob.parse_list(args.margins)
     store = RunStore()
     sweep_id = store.create("sweep", sweep_config(base, recipes, margins))
     run = follow(store, sweep_id)
@@ -255,7 +252,7 @@ def cmd_sweep(args) -> dict:
         raise RunFailed(1, f"sweep {sweep_id} failed: {run.error}")
     children = sorted(store.list(sweep_id=sweep_id, with_losses=False), key=lambda r: r.created)
     return {"sweep_id": sweep_id, "status": run.status, "runs": [
-        {"run_id": c.id, "recipe": c.config["recipe"], "margin": c.config.get("margin"), "status": c.status,
+        {"run_id": c.id, "recipe": c.config["recipe"], "margin": knob_value(c.config), "status": c.status,
          "before": c.metrics_before, "after": c.metrics_after} for c in children]}
 
 
@@ -266,7 +263,7 @@ def cmd_runs(args) -> dict:
     store.reap_orphans()
     return {"runs": [
         {"run_id": r.id, "kind": r.kind, "status": r.status, "recipe": r.config.get("recipe"),
-         "margin": r.config.get("margin"), "sweep_id": r.sweep_id, "after": r.metrics_after, "error": r.error}
+         "margin": knob_value(r.config), "sweep_id": r.sweep_id, "after": r.metrics_after, "error": r.error}
         for r in store.list(with_losses=False)]}
 
 
@@ -334,12 +331,13 @@ def build_parser() -> argparse.ArgumentParser:
     _train_args(tr)
     cr = sub.add_parser("crop", help="self-supervised fine-tuning with crop (or dropout) augmentation")
     _train_args(cr, with_recipe=False)
-    cr.add_argument("--augmentation", choices=["crop", "dropout"], default="crop")
+    cr.add_argument("--augmentation", choices=[r.name for r in RECIPES.values() if r.self_supervised], default="crop")
     cr.add_argument("--batches", type=int, default=None, help="stop after this many batches")
-    sw = sub.add_parser("sweep", help="train and evaluate a grid of (recipe, margin) configurations")
+    sw = sub.add_parser("sweep", help="train and evaluate a grid of (recipe, margin or scale) configurations")
     _train_args(sw)
     sw.add_argument("--recipes", help="comma-separated recipes (default: --recipe)")
-    sw.add_argument("--margins", required=True, help="comma-separated margins, e.g. 0.01,0.1,1,5")
+    sw.add_argument("--margins", required=True, help="comma-separated values of the recipe's margin or scale, "
+                    "e.g. 0.01,0.1,1,5")
     rs = sub.add_parser("runs", help="list runs")
     rs.add_argument("--json", action="store_true")
     ex = sub.add_parser("export", help="export a finished run's model, card, config and embeddings")

@@ -20,7 +20,7 @@ def app(monkeypatch, tiny_model_dir) -> AppTest:
 @pytest.fixture
 def corpus_page(app) -> AppTest:
     app.run()
-    return app.switch_page("pages/1_Corpus.py").run()
+    return app.switch_page("app_pages/1_Corpus.py").run()
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -113,16 +113,38 @@ def test_guard_shows_unexpected_errors_without_traceback():
     assert at.markdown[-1].value == "still running"
 
 
-def test_steps_link_only_existing_pages(tmp_path):
-    from ui.nav import steps
+def test_every_page_file_is_registered_once_with_its_own_title():
+    from ui import nav
 
-    (tmp_path / "pages").mkdir()
-    for name in ("1_Corpus.py", "5_Trade-off.py", "7_Runs_and_export.py", "9_Sweeps.py", "__init__.py"):
-        (tmp_path / "pages" / name).write_text("")
-    found = {s.label: s.path for s in steps(tmp_path)}
-    assert found["Corpus"] == "pages/1_Corpus.py"
-    assert found["Trade-off"] == "pages/5_Trade-off.py"
-    assert found["Runs & export"] == "pages/7_Runs_and_export.py"
-    assert found["Train"] is None and found["Maps"] is None
-    assert found["Sweeps"] == "pages/9_Sweeps.py"
-    assert len(found) == 8
+    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "app_pages").glob("[!_]*.py"))
+    assert sorted(page.path for page in nav.PAGES) == files
+    assert len({page.title for page in nav.PAGES}) == len(nav.PAGES)
+    assert nav.PAGES[0] is nav.HOME and nav.WORKFLOW[0] is nav.CORPUS
+    assert all(page.blurb for page in nav.WORKFLOW)
+
+
+def test_pages_run_inside_the_app_frame(app):
+    app.run()
+    for page in ("app_pages/7_Runs.py", "app_pages/8_Definitions.py"):
+        at = app.switch_page(page).run()
+        assert not at.exception
+        summary = [m.value for m in at.sidebar.markdown]
+        assert summary.count("**Corpus** · demo_corpus") == 1  # drawn once, by app.py
+    assert app.title[0].value == "Definitions"
+    assert app.markdown and not app.warning  # docs/definitions.md, rendered
+
+
+def test_definitions_page_says_when_the_document_is_missing(tmp_path):
+    (tmp_path / "app_pages").mkdir()
+    page = tmp_path / "app_pages" / "8_Definitions.py"
+    page.write_text((ROOT / "app_pages" / "8_Definitions.py").read_text())
+    at = AppTest.from_file(str(page)).run()
+    assert not at.exception
+    assert at.warning[0].value.startswith("The definitions are missing")
+
+
+def test_no_pages_directory_next_to_the_entry_point():
+    """A pages/ folder next to app.py switches Streamlit to its old multipage mode whenever a process's first run
+    asks for a page (and on every AppTest run): the page then runs alone, without app.py's state and sidebar."""
+    assert not (ROOT / "pages").exists()
+    assert (ROOT / "app_pages").is_dir()

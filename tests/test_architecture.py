@@ -88,7 +88,7 @@ def test_packages_import_only_lower_layers() -> None:
 
 def test_no_private_names_across_modules() -> None:
     mods = _modules()
-    for root in ("ui", "pages"):
+    for root in ("ui", "app_pages"):
         mods |= {f"{root}.{p.stem}": p for p in (ROOT / root).glob("*.py")}
     mods["app"] = ROOT / "app.py"
     private = [f"{name} takes {n} from {target}"

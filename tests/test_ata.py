@@ -1,4 +1,4 @@
-"""ATA pooling (DESIGN §3.7): the weight formula, the pooling, and an ATA model end to end."""
+"""ATA pooling (docs/definitions.md, ATA pooling): the weight formula, the pooling, and an ATA model end to end."""
 
 import json
 import os
@@ -14,7 +14,7 @@ from sentence_transformers.base.modules import Transformer
 from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
 from core.data.crops import CropPairs, to_dataset
-from core.models.ata import ATAPooling, ata_weights, build_ata_model, token_weights
+from core.models.ata import ATAPooling, ata_weights, build_ata_model
 from tests.tiny_model import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,19 +126,6 @@ def test_encode_equals_the_formula_on_the_raw_model(ata):
     vectors = np.einsum("bs,bsd->bd", weights, out.last_hidden_state.numpy())
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     np.testing.assert_allclose(ata.encode(TEXTS), vectors, rtol=1e-4, atol=1e-5)
-
-
-def test_token_weights_for_the_attention_page(base, ata):
-    tokens, weights, attention = token_weights(ata, TEXTS[1])
-    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and "dog" in tokens
-    assert weights.shape == (len(tokens),) and attention.shape == (2, len(tokens), len(tokens))
-    np.testing.assert_allclose(weights.sum(), 1.0, rtol=1e-5)
-    np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
-    # a plain (sdpa) model gives the same answer through an eager copy, and stays sdpa
-    plain = token_weights(base, TEXTS[1])
-    assert plain[0] == tokens
-    np.testing.assert_allclose(plain[1], weights, rtol=1e-5)
-    assert base[0].auto_model.config._attn_implementation == "sdpa"
 
 
 # Reads a model path on stdin, so the slow library import overlaps the training in the test.

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import core.analysis.attention
-from core.analysis.attention import compare_attention, weight_changes
+from core.analysis.attention import compare_attention, token_weights, weight_changes
 from core.errors import UserError
+from core.models.ata import build_ata_model
 
 TEXT = "the film was good but the story was long"
 
@@ -25,6 +26,21 @@ def tuned(tiny_model):
         query = model[0].auto_model.encoder.layer[-1].attention.self.query.weight
         query.add_(torch.randn_like(query))
     return model
+
+
+def test_token_weights_for_the_attention_page(tiny_model):
+    long_text = "a long story about a man and his dog who lived near the sea"
+    ata = build_ata_model(tiny_model)
+    tokens, weights, attention = token_weights(ata, long_text)
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and "dog" in tokens
+    assert weights.shape == (len(tokens),) and attention.shape == (2, len(tokens), len(tokens))
+    np.testing.assert_allclose(weights.sum(), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
+    # a plain (sdpa) model gives the same answer, and stays sdpa
+    plain = token_weights(tiny_model, long_text)
+    assert plain[0] == tokens
+    np.testing.assert_allclose(plain[1], weights, rtol=1e-5)
+    assert tiny_model[0].auto_model.config._attn_implementation == "sdpa"
 
 
 def test_shapes_weights_and_changes(tiny_model, tuned):

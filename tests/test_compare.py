@@ -1,5 +1,6 @@
-"""core.analysis.compare on the demo corpus and the tiny model: map data shapes, the subsample control, kNN in range,
-caches that make re-plotting free, neighbour marks, finished-run filtering and layer curves."""
+"""core.analysis.maps and core.analysis.layers on the demo corpus and the tiny model: map data shapes, the
+subsample control, kNN in range, caches that make re-plotting free, neighbour marks, finished-run filtering and
+layer curves."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import torch
 
 import core.analysis.projection
 import core.models.encode
-from core.analysis import compare
+from core.analysis import layers, maps
 from core.data.corpus import build_corpus, demo_corpus_path, detect_columns, read_table
+from core.evaluation.evaluate import evaluate
+from core.models.loading import load_model
 from core.runs.labels import run_label, run_reference
 from core.runs.store import RunStore
 
@@ -42,8 +45,6 @@ def corpus():
 @pytest.fixture(scope="module")
 def tuned(tiny_model_dir):
     """The tiny model with its weights nudged: a different fingerprint and different embeddings."""
-    from core.models.loading import load_model
-
     model = load_model(str(tiny_model_dir), device="cpu")
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -64,9 +65,9 @@ def spies(monkeypatch) -> dict[str, list]:
 
 
 def test_map_data_shapes_subsample_knn_and_caches(tiny_model, tuned, corpus, spies):
-    data = compare.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS, seed=2)
+    data = maps.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS, seed=2)
     assert len(data) == POINTS == len(data.labels) == len(data.split)
-    assert data.n_available == compare.available_points(corpus) == ROWS
+    assert data.n_available == maps.available_points(corpus) == ROWS
     assert data.reference.shape == data.tuned.shape == (POINTS, tiny_model.get_embedding_dimension())
     assert data.ref_map.shape == data.tuned_map.shape == (POINTS, 2)
     assert set(data.labels) == set(corpus.classes)  # stratified: every class on the map
@@ -76,12 +77,12 @@ def test_map_data_shapes_subsample_knn_and_caches(tiny_model, tuned, corpus, spi
     assert len(spies["tsne"]) == 2
     encoded = len(spies["encode"])
 
-    again = compare.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS, seed=2)
+    again = maps.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS, seed=2)
     assert len(spies["encode"]) == encoded and len(spies["tsne"]) == 2  # all from the disk caches
     np.testing.assert_array_equal(again.tuned_map, data.tuned_map)
     assert again.texts == data.texts
 
-    ref_fig, tuned_fig = compare.map_figures(data, "Reference", "Fine-tuned", highlight=3)
+    ref_fig, tuned_fig = maps.map_figures(data, "Reference", "Fine-tuned", highlight=3)
     assert ref_fig.layout.title.text.startswith(f"Reference · kNN accuracy {data.ref_knn:.1%}")
     assert f"all {len(corpus.test_texts)} test texts, k=10" in tuned_fig.layout.title.text
     # same colour per label on both maps
@@ -91,10 +92,8 @@ def test_map_data_shapes_subsample_knn_and_caches(tiny_model, tuned, corpus, spi
 
 def test_knn_matches_the_evaluation(tiny_model, corpus):
     """The title's kNN accuracy is the evaluation's, whatever the number of plotted points."""
-    from core.evaluation.evaluate import evaluate
-
-    data = compare.map_data(tiny_model, None, corpus, "tsne", max_points=POINTS)
-    assert data.ref_knn == pytest.approx(evaluate(tiny_model, tiny_model, corpus, compare.SETTINGS)["knn_accuracy"])
+    data = maps.map_data(tiny_model, None, corpus, "tsne", max_points=POINTS)
+    assert data.ref_knn == pytest.approx(evaluate(tiny_model, tiny_model, corpus, maps.SETTINGS)["knn_accuracy"])
 
 
 def fake_umap(emb, init=None, seed=0):
@@ -108,19 +107,19 @@ def test_reference_map_alone_is_reused_by_the_aligned_maps(method, tiny_model, t
     real, calls = core.analysis.projection.tsne if method == "tsne" else fake_umap, []
     monkeypatch.setattr(core.analysis.projection, name, lambda *a, **kw: calls.append(1) or real(*a, **kw))
 
-    alone = compare.map_data(tiny_model, None, corpus, method, max_points=POINTS, seed=1)
+    alone = maps.map_data(tiny_model, None, corpus, method, max_points=POINTS, seed=1)
     assert alone.tuned is None and alone.tuned_map is None and alone.tuned_knn is None
-    assert compare.map_figures(alone, "Reference")[1] is None
+    assert maps.map_figures(alone, "Reference")[1] is None
     assert len(calls) == 1
 
-    both = compare.map_data(tiny_model, tuned, corpus, method, max_points=POINTS, seed=1)
+    both = maps.map_data(tiny_model, tuned, corpus, method, max_points=POINTS, seed=1)
     assert len(calls) == 2  # only the fine-tuned map was new
     np.testing.assert_array_equal(both.ref_map, alone.ref_map)
 
 
 def test_neighbours_are_marked_kept_new_or_lost(tiny_model, tuned, corpus):
-    data = compare.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS)
-    found = compare.neighbours(data, 0, k=8)
+    data = maps.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS)
+    found = maps.neighbours(data, 0, k=8)
     assert len(found.reference) == len(found.tuned) == 8
     assert set(found.reference["status"]) <= {"kept", "lost"} and set(found.tuned["status"]) <= {"kept", "new"}
     kept = (found.tuned["status"] == "kept").sum()
@@ -129,7 +128,7 @@ def test_neighbours_are_marked_kept_new_or_lost(tiny_model, tuned, corpus):
     assert found.reference["text"].isin(data.texts).all()
 
     with pytest.raises(ValueError):
-        compare.neighbours(compare.map_data(tiny_model, None, corpus, "tsne", max_points=POINTS), 0)
+        maps.neighbours(maps.map_data(tiny_model, None, corpus, "tsne", max_points=POINTS), 0)
 
 
 def test_finished_runs_only_done_train_runs_of_this_corpus(corpus, tmp_path):
@@ -161,21 +160,21 @@ def test_finished_runs_only_done_train_runs_of_this_corpus(corpus, tmp_path):
 
 
 def test_layer_curves_one_pass_cached_and_frozen_shading(tiny_model, tuned, corpus, spies):
-    curves = compare.layer_curves({"reference": tiny_model, "tuned": tuned}, corpus)
+    curves = layers.layer_curves({"reference": tiny_model, "tuned": tuned}, corpus)
     n_layers = tiny_model[0].auto_model.config.num_hidden_layers + 1
     assert {k: len(v) for k, v in curves.items()} == {"reference": n_layers, "tuned": n_layers}
     assert all(0 <= a <= 1 for accs in curves.values() for a in accs)
     assert len(spies["encode"]) == 4  # one pass per split and model, all layers at once
-    compare.layer_curves({"reference": tiny_model}, corpus)
+    layers.layer_curves({"reference": tiny_model}, corpus)
     assert len(spies["encode"]) == 4
 
     class FakeRun:
         def __init__(self, run_id: str, layers: int, embeddings: bool) -> None:
             self.id, self.config = run_id, {"freeze_layers": layers, "freeze_embeddings": embeddings}
 
-    one = compare.layers_figure(curves, [FakeRun("a", 1, True), FakeRun("b", 0, False)])
+    one = layers.layers_figure(curves, [FakeRun("a", 1, True), FakeRun("b", 0, False)])
     assert [(s.x0, s.x1) for s in one.layout.shapes] == [(-0.5, 1.5)]
-    two = compare.layers_figure(curves, [FakeRun("a", 1, False), FakeRun("b", 2, False)])
+    two = layers.layers_figure(curves, [FakeRun("a", 1, False), FakeRun("b", 2, False)])
     assert sorted((s.x0, s.x1) for s in two.layout.shapes) == [(0.5, 1.5), (0.5, 2.5)]
     assert {a.text for a in two.layout.annotations} == {"frozen in a", "frozen in b"}
-    assert not compare.layers_figure(curves, []).layout.shapes
+    assert not layers.layers_figure(curves, []).layout.shapes

@@ -16,6 +16,7 @@ from core.data.corpus import (
     demo_documents_path,
     detect_columns,
     load_corpus,
+    load_documents,
     read_pasted,
     read_table,
 )
@@ -338,8 +339,6 @@ def test_real_trec_six_classes_with_test_split():
 
 
 def test_load_documents_needs_no_labels(tmp_path):
-    from core.data.corpus import load_documents
-
     path = tmp_path / "docs.csv"
     path.write_text("document\nFirst doc. Second sentence.\n\n  \nAnother doc.\n", encoding="utf-8")
     assert load_documents(path) == ["First doc. Second sentence.", "Another doc."]

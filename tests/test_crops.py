@@ -1,4 +1,4 @@
-"""Crop augmentation (DESIGN §3.3): sentence filter, chunks, pair sampling, SimCSE baseline."""
+"""Crop augmentation (docs/definitions.md): sentence filter, chunks, pair sampling, SimCSE baseline."""
 
 import csv
 from pathlib import Path

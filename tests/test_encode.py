@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from core.models import encode as enc
+from core.models.ata import build_ata_model
 from core.storage import cache_dir
 
 TEXTS = [
@@ -84,8 +85,6 @@ def test_empty_input(tiny_model):
 
 
 def test_ata_model_encodes_like_its_own_encode(tiny_model):
-    from core.models.ata import build_ata_model
-
     ata = build_ata_model(tiny_model)
     ours = enc.encode(ata, TEXTS, batch_size=2, layers=True).embeddings
     np.testing.assert_allclose(ours, ata.encode(TEXTS, batch_size=2), atol=1e-5)

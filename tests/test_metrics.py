@@ -1,4 +1,4 @@
-"""Metric definitions (DESIGN §3.1-3.2) checked against direct loops on small random data."""
+"""P@k / S@k and kNN accuracy (docs/definitions.md) checked against direct loops on small random data."""
 
 import numpy as np
 import pytest
@@ -35,7 +35,7 @@ def test_sample_pool_is_deterministic_and_capped():
 
 
 def _loop_ps(mt, mp, rt, rp, tl, pl, k):
-    """Direct transcription of DESIGN §3.1."""
+    """Direct transcription of the P@k / S@k definition."""
     mt, mp, rt, rp = map(_unit, (mt, mp, rt, rp))
     ps, ss = [], []
     for i in range(len(mt)):

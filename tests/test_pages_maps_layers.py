@@ -33,7 +33,7 @@ def trained(home, tiny_model_dir) -> str:
     from core.data.corpus import demo_corpus_path
     from core.jobs import worker
     from core.runs.store import RunStore
-    from core.training.trainer import TrainConfig
+    from core.training.config import TrainConfig
 
     cfg = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), examples=32, batch_size=16,
                       epochs=1, threshold=0.0, freeze_layers=1, device="cpu")
@@ -80,7 +80,7 @@ def infos(at: AppTest) -> list[str]:
 
 
 def test_maps_without_a_run_show_the_reference_map_and_what_to_do(app):
-    at = open_page(app, "pages/3_Maps.py")
+    at = open_page(app, "app_pages/3_Maps.py")
     assert not at.exception and not at.error
     assert NO_RUN in infos(at)
     assert "**Run** · no finished run yet" in [m.value for m in at.sidebar.markdown]
@@ -92,7 +92,7 @@ def test_maps_without_a_run_show_the_reference_map_and_what_to_do(app):
 
 
 def test_layers_without_a_run_show_the_reference_curve(app, tiny_model_dir):
-    at = open_page(app, "pages/4_Layers.py")
+    at = open_page(app, "app_pages/4_Layers.py")
     assert not at.exception and not at.error
     assert NO_RUN in infos(at)
     (fig,) = figures(at)
@@ -102,7 +102,7 @@ def test_layers_without_a_run_show_the_reference_curve(app, tiny_model_dir):
 
 
 def test_maps_with_a_run_compare_and_list_neighbours_without_recomputing(app, trained, monkeypatch):
-    at = open_page(app, "pages/3_Maps.py")
+    at = open_page(app, "app_pages/3_Maps.py")
     assert not at.exception and not at.error
     assert NO_RUN not in infos(at)
     assert at.selectbox(key="maps_run").value == trained
@@ -132,7 +132,7 @@ def test_maps_with_a_run_compare_and_list_neighbours_without_recomputing(app, tr
 
 
 def test_layers_with_a_run_plot_both_curves_and_shade_frozen_layers(app, trained, monkeypatch):
-    at = open_page(app, "pages/4_Layers.py")
+    at = open_page(app, "app_pages/4_Layers.py")
     assert not at.exception and not at.error
     assert at.multiselect(key="layers_runs").value == [trained]
     (fig,) = figures(at)

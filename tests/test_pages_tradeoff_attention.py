@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import core.analysis.tradeoff
+import core.jobs.quick
 from core.jobs import launch, worker
 from core.runs.store import RunStore
 
@@ -19,7 +19,7 @@ TIMEOUT_S = 120  # the first run imports torch and sentence-transformers; the qu
 
 def page(name: str) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S).run()
-    return at.switch_page(f"pages/{name}")
+    return at.switch_page(f"app_pages/{name}")
 
 
 def markdown(at: AppTest, needle: str) -> str:
@@ -60,14 +60,14 @@ def test_attention_without_a_run_and_with_a_typed_text(tiny_env, monkeypatch):
     assert charts(at)[1]["data"][0]["customdata"] == ["[CLS]", "the", "film", "was", "good", "[SEP]"]
     assert calls[-1] == "the film was good"
     before = len(calls)
-    at.switch_page("pages/4_Layers.py").run()
-    shown = charts(ok(at.switch_page("pages/6_Attention.py").run()))  # back again: drawn from the session cache
+    at.switch_page("app_pages/4_Layers.py").run()
+    shown = charts(ok(at.switch_page("app_pages/6_Attention.py").run()))  # back again: drawn from the session cache
     assert len(calls) == before and len(shown) == 2
 
 
 def test_tradeoff_slider_quick_model_then_both_pages_with_the_run(tiny_env, monkeypatch):
     monkeypatch.setattr(launch, "start", worker.execute)  # the quick run trains inside the script run
-    monkeypatch.setattr(core.analysis.tradeoff, "QUICK_BUDGET", {**core.analysis.tradeoff.QUICK_BUDGET, "examples": 32})
+    monkeypatch.setattr(core.jobs.quick, "QUICK_BUDGET", {**core.jobs.quick.QUICK_BUDGET, "examples": 32})
     at = ok(page("5_Trade-off.py").run())
     assert [t["name"] for t in charts(at)[0]["data"]] == ["reference", "Pareto front"]
     assert len(charts(at)) == 2  # the trade-off and the active-share curve

@@ -4,6 +4,7 @@ cancel, the runs table, compare, delete and export."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -15,8 +16,8 @@ import core.jobs.launch
 import core.jobs.worker
 from core.data.corpus import Columns, demo_corpus_path, load_corpus, persist_table
 from core.runs.store import RunStore
+from core.training.config import TrainConfig
 from core.training.recipes import RECIPES
-from core.training.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
@@ -36,7 +37,7 @@ def open_page(at: AppTest, page: str) -> AppTest:
 
 @pytest.fixture
 def train_page(app) -> AppTest:
-    return open_page(app, "pages/2_Train.py")
+    return open_page(app, "app_pages/2_Train.py")
 
 
 @pytest.fixture
@@ -95,7 +96,7 @@ def test_train_page_offers_every_recipe_grouped(train_page):
         r.title for r in RECIPES.values() if r.self_supervised]
     assert at.selectbox(key="train:margin:crop").label == "Scale"
     assert at.radio(key="train:docs").value == "Demo documents"
-    assert at.number_input(key="train:batch:ss").value == 64  # DESIGN §3.3 defaults for crops
+    assert at.number_input(key="train:batch:ss").value == 64  # crop defaults (docs/definitions.md, Crop augmentation)
 
 
 def test_preview_mines_examples_and_shows_counts(train_page):
@@ -144,7 +145,7 @@ def test_start_trains_and_shows_before_after_in_any_tab(train_page, synchronous_
 
     second = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
     second.query_params["run"] = run.id  # a second tab, or a reload, on the same URL
-    open_page(second, "pages/2_Train.py")
+    open_page(second, "app_pages/2_Train.py")
     no_errors(second)
     assert any(run.id in m.value and "done" in m.value for m in second.markdown)
 
@@ -171,10 +172,10 @@ def test_cancel_marks_a_run_cancelled_and_sweep_starts(train_page, idle_worker):
 
 def test_run_from_an_uploaded_corpus_reads_a_saved_copy(app, idle_worker):
     rows = "".join(f"sentence {i} about topic {i % 2},{'ab'[i % 2]}\n" for i in range(30))
-    at = open_page(app, "pages/1_Corpus.py")
+    at = open_page(app, "app_pages/1_Corpus.py")
     at.radio(key="corpus_source").set_value("Upload a file").run()
     at.file_uploader[0].upload("mine.csv", ("text,label\n" + rows).encode(), "text/csv").run()
-    at.switch_page("pages/2_Train.py").run()
+    at.switch_page("app_pages/2_Train.py").run()
     button(at, "Start training").click().run()
     no_errors(at)
     [run] = store().list()
@@ -188,7 +189,7 @@ def test_failed_run_shows_its_error_line_and_log(app):
     run_id = runs.create("train", {"corpus": "x.csv"})
     runs.mark_failed(run_id, "Corpus file x.csv does not exist; check the path.")
     app.query_params["run"] = run_id
-    at = open_page(app, "pages/2_Train.py")
+    at = open_page(app, "app_pages/2_Train.py")
     assert not at.exception
     assert at.error[0].value == "The run failed: Corpus file x.csv does not exist; check the path."
     assert any(c.value.startswith("Full log: `") and c.value.endswith("worker.log`") for c in at.main.caption)
@@ -201,13 +202,16 @@ def test_runs_page_lists_compares_exports_and_deletes(app, tiny_model_dir):
     active_id = runs.create("train", active.to_dict())
     runs.claim(active_id, os.getpid())  # a live worker owns it
     app.query_params["run"] = done_id
-    at = open_page(app, "pages/7_Runs.py")
+    at = open_page(app, "app_pages/7_Runs.py")
     no_errors(at)
     table = at.dataframe[0].value
     assert set(table["run"]) == {done_id, active_id}
     assert table.set_index("run").loc[done_id, "status"] == "done"
     assert at.selectbox(key="runs:pick").value == done_id
-    assert "**Settings that differ** (4)" in [m.value for m in at.markdown]  # recipe, margin, examples, batch
+    # recipe, margin, examples, batch, and distance (a triplet setting mnrl does not have)
+    assert "**Settings that differ** (5)" in [m.value for m in at.markdown]
+    titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+    assert "Training loss" in titles  # the two runs' losses on one plot
 
     button(at, "Export").click().run()
     no_errors(at)

@@ -8,7 +8,6 @@ import pytest
 
 from core.analysis.plots import (
     attention_heatmaps,
-    class_balance_figure,
     hover_text,
     label_colours,
     layer_curve_figure,
@@ -128,14 +127,6 @@ def test_token_weight_bars_grouped():
     _check_axes(fig)
     with pytest.raises(ValueError):
         token_weight_bars(["a"], [1.0], [0.5, 0.5])
-
-
-def test_class_balance_figure_fills_missing_classes():
-    fig = class_balance_figure({"train": {"neg": 40, "pos": 50}, "test": {"pos": 6, "neu": 2}})
-    assert [t.name for t in fig.data] == ["train", "test"] and fig.layout.barmode == "group"
-    assert list(fig.data[0].x) == ["neg", "neu", "pos"] and list(fig.data[1].y) == [0, 2, 6]
-    assert fig.layout.xaxis.type == "category"
-    _check_axes(fig)
 
 
 def test_loss_curve_figure_with_and_without_evals():

@@ -1,4 +1,4 @@
-"""2-D maps (DESIGN §1 Maps, §3.3b): shapes, determinism, aligned initialisation, subsampling, cache, and
+"""2-D maps (docs/definitions.md, Aligned maps): shapes, determinism, aligned initialisation, subsampling, cache, and
 the neighbour comparison behind a selected point. Small synthetic clusters keep every fit under a second."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Pareto front of the P@k / S@k trade-off (DESIGN §1 Trade-off): maximise both scores."""
+"""Pareto front of the P@k / S@k trade-off : maximise both scores."""
 
 import math
 

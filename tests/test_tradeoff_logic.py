@@ -8,21 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import core.analysis.tradeoff
 import core.data.mining
 import core.evaluation.evaluate
-from core.analysis.tradeoff import (
-    MARGIN_STEPS,
-    QUICK_BUDGET,
-    is_quick,
-    margin_constraint_share,
-    quick_run,
-    tradeoff_points,
-)
+import core.jobs.quick
+from core.analysis.tradeoff import MARGIN_STEPS, margin_constraint_share, tradeoff_points
 from core.data.corpus import demo_corpus_path, load_corpus
 from core.data.mining import MiningSettings, mine
 from core.evaluation.evaluate import EvalSettings, eval_sets, evaluate
 from core.jobs import launch, worker
+from core.jobs.quick import QUICK_BUDGET, is_quick, quick_run
 from core.models.loading import load_model
 from core.runs.store import RunStore
 
@@ -153,7 +147,7 @@ def test_margin_share_is_monotone_matches_numpy_and_is_instant_after_the_first_c
 
 def test_quick_run_is_reused_per_margin_and_marked_on_the_plot(tiny_model, tiny_model_dir, corpus, monkeypatch,
                                                               tmp_path):
-    monkeypatch.setattr(core.analysis.tradeoff, "QUICK_BUDGET", {**QUICK_BUDGET, "examples": 32})  # 2 steps, not 16
+    monkeypatch.setattr(core.jobs.quick, "QUICK_BUDGET", {**QUICK_BUDGET, "examples": 32})  # 2 steps, not 16
     started: list = []
 
     def start_here(store, run_id):
@@ -166,7 +160,7 @@ def test_quick_run_is_reused_per_margin_and_marked_on_the_plot(tiny_model, tiny_
     first = quick_run(store, base, 0.1)
     run = store.get(first)
     assert run.status == "done" and is_quick(run.config) and run.config["margin"] == 0.1
-    assert all(run.config[key] == value for key, value in core.analysis.tradeoff.QUICK_BUDGET.items())
+    assert all(run.config[key] == value for key, value in core.jobs.quick.QUICK_BUDGET.items())
     assert quick_run(store, dict(base), 0.1) == first  # same config: no new run
     assert quick_run(store, {**base, "threshold": 0.5}, 0.1) == first  # a default spelled out is the same config
     assert started == [first]

@@ -11,8 +11,9 @@ import pytest
 
 from core.data.corpus import demo_corpus_path, demo_documents_path, load_corpus
 from core.errors import UserError
+from core.training.config import TrainConfig
 from core.training.recipes import RECIPES, get_recipe
-from core.training.trainer import TrainConfig, freeze, make_trainer, prepare_examples
+from core.training.trainer import freeze, make_trainer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,13 +26,15 @@ def _eval_loss(trainer, dataset) -> float:
 def test_every_recipe_lowers_its_loss(recipe, tiny_model_dir, tmp_path):
     from core.models.loading import load_model
 
-    corpus_path = demo_documents_path() if RECIPES[recipe].self_supervised else demo_corpus_path()
+    self_supervised = RECIPES[recipe].self_supervised
+    corpus_path = demo_documents_path() if self_supervised else demo_corpus_path()
+    mining = {} if self_supervised else {"threshold": 0.0}  # a setting of the supervised recipes only
     cfg = TrainConfig(corpus=str(corpus_path), model=str(tiny_model_dir), recipe=recipe, examples=48,
-                      batch_size=16, epochs=4, lr=2e-3, warmup_ratio=0.0, threshold=0.0)
+                      batch_size=16, epochs=4, lr=2e-3, warmup_ratio=0.0, **mining)
     model = load_model(str(tiny_model_dir), "cpu")
-    dataset, stats = prepare_examples(cfg, load_corpus(cfg.corpus), model)
+    dataset, stats = get_recipe(recipe).build_examples(cfg, load_corpus(cfg.corpus), model)
     assert stats["examples"] == len(dataset) == 48
-    loss = get_recipe(recipe).build_loss(model, cfg.margin, cfg.distance)
+    loss = get_recipe(recipe).build_loss(model, cfg)
     trainer = make_trainer(cfg, model, loss, dataset, tmp_path, reporter=None)
     before = _eval_loss(trainer, dataset)
     trainer.train()
@@ -41,10 +44,11 @@ def test_every_recipe_lowers_its_loss(recipe, tiny_model_dir, tmp_path):
 
 def test_pairs_per_document_draws_more_distinct_crop_pairs():
     docs = str(demo_documents_path())
-    one, one_stats = prepare_examples(TrainConfig(corpus=docs, recipe="crop", examples=10**6), load_corpus(docs),
-                                      None)
-    three, three_stats = prepare_examples(TrainConfig(corpus=docs, recipe="crop", examples=10**6,
-                                                      pairs_per_doc=3), load_corpus(docs), None)
+    crop = get_recipe("crop")
+    one, one_stats = crop.build_examples(TrainConfig(corpus=docs, recipe="crop", examples=10**6), load_corpus(docs),
+                                         None)
+    three, three_stats = crop.build_examples(TrainConfig(corpus=docs, recipe="crop", examples=10**6,
+                                                         pairs_per_doc=3), load_corpus(docs), None)
     used = one_stats["documents"] - one_stats["skipped_docs"]
     assert len(one) == used and 2 * used < len(three) <= 3 * used
     pairs = list(zip(three["anchor"], three["positive"]))
@@ -66,11 +70,11 @@ def test_freeze_embeddings_and_first_layers(tiny_model_dir):
 
 @pytest.mark.parametrize("bad,match", [
     ({"recipe": "nope"}, "Unknown recipe"),
-    ({"margin": -1.0}, "must not be negative"),
-    ({"examples": 0}, "at least 1"),
-    ({"pooling": "median"}, "Pooling"),
+    ({"margin": -1.0}, "margin must be a finite number >= 0"),
+    ({"examples": 0}, "examples must be a whole number in \\[1,"),
+    ({"pooling": "median"}, "pooling must be one of"),
     ({"surprise": 1}, "Unknown config keys"),
-    ({"pairs_per_doc": 0}, "Pairs per document"),
+    ({"recipe": "crop", "pairs_per_doc": 0}, "pairs_per_doc must be a whole number in \\[1,"),
 ])
 def test_bad_configs_are_refused(bad, match):
     with pytest.raises(UserError, match=match):

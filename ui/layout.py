@@ -1,4 +1,4 @@
-"""What every page starts with: page config, session state and the sidebar summary."""
+"""The frame around every page: the sidebar summary of what the session works on, and the corpus check."""
 
 from __future__ import annotations
 
@@ -6,30 +6,20 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.errors import UserError
+from core.data.corpus import Corpus
 from core.runs.labels import run_label
-from core.runs.store import RunStore
-from ui import state
-from ui.feedback import guard
-from ui.nav import steps
-from ui.resources import device
+from ui import nav, state
+from ui.resources import device, run_store
+from ui.run_control import get_run
 from ui.run_picker import shown_run
 
 
-def page_setup(title: str, icon: str = ":material/hub:") -> None:
-    """Call first on every page: wide layout, state filled in (demo corpus on first view), sidebar drawn."""
-    st.set_page_config(page_title=f"{title} · ContrastLab", page_icon=icon, layout="wide")
-    with guard("Loading the demo corpus"):
-        state.init()
-    sidebar()
-
-
-def require_corpus():
+def require_corpus() -> Corpus:
     """The current corpus, or a short pointer to the Corpus page and the end of this page's run."""
     corpus = state.corpus()
     if corpus is None:
         st.info("No corpus loaded yet — load one on the Corpus page.")
-        st.page_link("pages/1_Corpus.py", label="Corpus", icon=":material/table_view:")
+        nav.link(nav.CORPUS)
         st.stop()
     return corpus
 
@@ -40,15 +30,9 @@ def model_label(name: str) -> str:
 
 
 def sidebar() -> None:
-    """Page links, then the current corpus, reference model, selected run and device, so every page says
-    what it works on. The links replace Streamlit's own list (off in config.toml), which would call the
-    home page "app"."""
+    """Below the page list: the current corpus, reference model, selected run and device, so every page
+    says what it works on."""
     corpus, model = state.corpus(), state.model_name()
-    with st.sidebar:
-        st.page_link("app.py", label="Home", icon=":material/home:")
-        for step in steps():
-            if step.path:
-                st.page_link(step.path, label=step.label, icon=step.icon)
     with st.sidebar, st.container(border=True):
         if corpus is None:
             st.markdown("**Corpus** · none loaded")
@@ -71,11 +55,10 @@ def run_line() -> None:
         st.markdown(f"**Run** · `{shown.id}`", help=run_label(shown))
         st.caption(f"{run_label(shown).rsplit(' · ', 1)[0]}{'' if shown.id == selected else ' · newest finished'}")
     if selected and selected != (shown.id if shown else None):
-        try:
-            status = RunStore().get(selected).status
-        except UserError:
+        run = get_run(run_store(), selected)
+        if run is None:
             return  # deleted on the Runs page
-        where = "on another corpus" if status == "done" else status
+        where = "on another corpus" if run.status == "done" else run.status
         st.caption(f"Selected run `{selected}`: {where}")
 
 

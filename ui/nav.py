@@ -1,50 +1,53 @@
-"""The workflow's steps for the home page, linked only when their page file exists.
+"""The app's pages, each named once (file, title, icon, the home page's blurb): app.py registers them with
+st.navigation, the home page lists the workflow from them, and links between pages go through `link`.
 
-Other pages are added over time; matching files by name means the home page never links a page
-that is not there (st.page_link raises for unknown pages) and picks up new ones without edits.
+The files live in app_pages/, not pages/: a pages/ folder beside app.py switches Streamlit to its old multipage
+mode whenever a server's first run (or any AppTest run) asks for a page, and that page then runs without app.py.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-PLAN = (
-    ("Corpus", ":material/table_view:", "Upload or paste a labelled corpus, check it, score the reference model."),
-    ("Train", ":material/model_training:", "Fine-tune with a supervised, self-supervised or seed objective."),
-    ("Maps", ":material/scatter_plot:", "t-SNE and UMAP of reference vs fine-tuned embeddings, side by side."),
-    ("Layers", ":material/stacked_line_chart:", "kNN accuracy of every layer, reference vs fine-tuned."),
-    ("Trade-off", ":material/balance:", "Polarity P@k vs semantic similarity S@k for every run, with the Pareto front."),
-    ("Attention", ":material/visibility:", "Per-head attention and ATA token weights for one text."),
-    ("Runs & export", ":material/inventory_2:", "Compare and delete runs; export models, embeddings and plots."),
-)
+import streamlit as st
 
 
 @dataclass(frozen=True)
-class Step:
-    label: str
+class AppPage:
+    path: str  # the page file relative to the app's root, as st.Page and st.page_link take it
+    title: str
     icon: str
-    blurb: str
-    path: str | None  # relative to the app's root, as st.page_link wants it; None: not built yet
+    blurb: str = ""
 
 
-def _key(name: str) -> str:
-    """'5_Trade-off' and 'Trade-off' -> 'tradeoff'; '7_Runs_and_export' and 'Runs & export' -> 'runs'."""
-    words = re.split(r"[\s_&]+", re.sub(r"^\d+[_\s]*", "", name).lower())
-    return re.sub(r"[^a-z0-9]", "", words[0])
+HOME = AppPage("app_pages/0_Home.py", "Home", ":material/home:")
+CORPUS = AppPage("app_pages/1_Corpus.py", "Corpus", ":material/table_view:",
+                 "Upload or paste a labelled corpus, check it, score the reference model.")
+TRAIN = AppPage("app_pages/2_Train.py", "Train", ":material/model_training:",
+                "Fine-tune with a supervised, self-supervised or seed objective.")
+MAPS = AppPage("app_pages/3_Maps.py", "Maps", ":material/scatter_plot:",
+               "t-SNE and UMAP of reference vs fine-tuned embeddings, side by side.")
+LAYERS = AppPage("app_pages/4_Layers.py", "Layers", ":material/stacked_line_chart:",
+                 "kNN accuracy of every layer, reference vs fine-tuned.")
+TRADEOFF = AppPage("app_pages/5_Trade-off.py", "Trade-off", ":material/balance:",
+                   "Polarity P@k vs semantic similarity S@k for every run, with the Pareto front.")
+ATTENTION = AppPage("app_pages/6_Attention.py", "Attention", ":material/visibility:",
+                    "Per-head attention and ATA token weights for one text.")
+RUNS = AppPage("app_pages/7_Runs.py", "Runs & export", ":material/inventory_2:",
+               "Compare and delete runs; export models, embeddings and plots.")
+DEFINITIONS = AppPage("app_pages/8_Definitions.py", "Definitions", ":material/menu_book:",
+                      "What each metric and method means: P@k and S@k, kNN accuracy, example mining, crops, "
+                      "aligned maps, ATA pooling.")
+
+WORKFLOW = (CORPUS, TRAIN, MAPS, LAYERS, TRADEOFF, ATTENTION, RUNS)
+PAGES = (HOME, *WORKFLOW, DEFINITIONS)
 
 
-def steps(root: Path = ROOT) -> list[Step]:
-    """The planned steps in order, then any page the plan does not name."""
-    files = {_key(f.stem): f for f in sorted((root / "pages").glob("[!_]*.py"))}
-    out = []
-    for label, icon, blurb in PLAN:
-        found = files.pop(_key(label), None)
-        out.append(Step(label, icon, blurb, found.relative_to(root).as_posix() if found else None))
-    for f in files.values():
-        label = re.sub(r"^\d+[_\s]*", "", f.stem).replace("_", " ")
-        out.append(Step(label, ":material/article:", "", f.relative_to(root).as_posix()))
-    return out
+def navigation() -> st.Page:
+    """Register every page (the home page at the app's root URL) and return the one to run."""
+    return st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=p is HOME) for p in PAGES])
+
+
+def link(page: AppPage, label: str | None = None) -> None:
+    """A link to one of the app's pages with its icon; the label defaults to the page's title."""
+    st.page_link(page.path, label=label or page.title, icon=page.icon)

@@ -1,10 +1,12 @@
-"""Process-wide resources: loaded models and the device, shared by all sessions and reruns."""
+"""Process-wide resources: loaded models, the device and the run store, shared by all sessions and reruns."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from core.models.loading import load_model, pick_device
+from core.runs.store import RunStore
+from core.storage import home
 from ui import state
 
 
@@ -26,3 +28,14 @@ def get_model(name: str | None = None):
     its own copy. Raises UserError when the model cannot be found or loaded (errors are not cached).
     """
     return _load(name or state.model_name(), device())
+
+
+@st.cache_resource(show_spinner=False)
+def _store(root: str) -> RunStore:
+    return RunStore(root)
+
+
+def run_store() -> RunStore:
+    """The run store under CONTRASTLAB_HOME, opened once per server process (per home, for tests): opening
+    one creates its schema under a write lock, which a rerun must not wait for."""
+    return _store(str(home()))

@@ -7,19 +7,17 @@ import streamlit as st
 
 from core.data.corpus import Corpus
 from core.runs.labels import run_label
-from core.runs.store import Run, RunStore
-from ui import state
-from ui.nav import ROOT
+from core.runs.store import Run
+from ui import nav, state
+from ui.resources import run_store
 
-TRAIN_PAGE = "pages/2_Train.py"
 NO_RUN = "No finished run for this corpus yet — train one on the Train page."
 
 
 def no_run_message() -> None:
-    """What to do next when nothing can be compared; the link only once the Train page exists."""
+    """What to do next when nothing can be compared."""
     st.info(NO_RUN, icon=":material/info:")
-    if (ROOT / TRAIN_PAGE).exists():
-        st.page_link(TRAIN_PAGE, label="Train a model", icon=":material/model_training:")
+    nav.link(nav.TRAIN, "Train a model")
 
 
 def _select(key: str) -> None:
@@ -28,7 +26,7 @@ def _select(key: str) -> None:
 
 
 def _finished(corpus: Corpus) -> dict[str, Run]:
-    return {run.id: run for run in RunStore().finished(corpus.fingerprint)}
+    return {run.id: run for run in run_store().finished(corpus.fingerprint)}
 
 
 def _default(runs: dict[str, Run]) -> str:

@@ -1,15 +1,28 @@
-"""Where a model's attention goes for one text, reference vs fine-tuned (DESIGN §1 Attention, §3.7): the
-last layer's attention per head and the ATA token weights, and which tokens fine-tuning made matter more."""
+"""Where a model's attention goes for one text, reference vs fine-tuned: the last layer's attention per head and
+the ATA token weights (docs/definitions.md, ATA pooling), and which tokens fine-tuning made matter more."""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from core.errors import UserError
-from core.models.ata import token_weights
+from core.models.ata import ata_weights
+from core.models.encode import encode
 
 TOP_CHANGES = 5
 MAX_TOKENS = 128  # beyond this the per-head heatmaps are unreadable and heavy for the browser
+
+
+def token_weights(model, text: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(tokens, ATA weights (S,), last-layer attention (heads, S, S)) of one text from one forward pass.
+
+    The weights are computed from the attention here, so any transformer model has them, ATA-pooled or not.
+    """
+    found = encode(model, [text], attentions=True)
+    attention = found.attentions[0]
+    weights = ata_weights(torch.from_numpy(attention)[None], torch.ones(1, attention.shape[-1]))[0]
+    return found.tokens[0], weights.numpy(), attention
 
 
 def _side(model, text: str) -> tuple[list[str], dict]:

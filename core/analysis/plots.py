@@ -196,7 +196,7 @@ def attention_heatmaps(attn: np.ndarray, tokens: Sequence[str], title: str, cols
 
 def token_weight_bars(tokens: Sequence[str], weights_ref: Sequence[float],
                       weights_tuned: Sequence[float]) -> go.Figure:
-    """ATA token weights (§3.7), reference vs fine-tuned side by side per token."""
+    """ATA token weights (docs/definitions.md, ATA pooling), reference vs fine-tuned side by side per token."""
     if not len(tokens) == len(weights_ref) == len(weights_tuned):
         raise ValueError("tokens and both weight lists must have the same length")
     x = list(range(len(tokens)))
@@ -208,21 +208,6 @@ def token_weight_bars(tokens: Sequence[str], weights_ref: Sequence[float],
     fig.update_layout(title="ATA token weights", barmode="group", legend_title_text="model")
     fig.update_xaxes(title_text="token", **_token_axis(tokens))
     fig.update_yaxes(title_text="weight (sums to 1)")
-    return fig
-
-
-def class_balance_figure(class_counts: dict[str, dict[str, int]]) -> go.Figure:
-    """Texts per class for each split (split -> class -> count), grouped so imbalance shows at a glance."""
-    classes = sorted({str(c) for counts in class_counts.values() for c in counts})
-    fig = go.Figure()
-    for split, counts in class_counts.items():
-        named = {str(c): n for c, n in counts.items()}
-        y = [named.get(c, 0) for c in classes]
-        fig.add_trace(go.Bar(x=classes, y=y, name=split, text=y, textposition="outside",
-                             hovertemplate=f"{html.escape(split)}<br>%{{x}}: %{{y}} texts<extra></extra>"))
-    fig.update_layout(title="Class balance", barmode="group", legend_title_text="split")
-    fig.update_xaxes(title_text="class", type="category")
-    fig.update_yaxes(title_text="texts")
     return fig
 
 
@@ -255,4 +240,16 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None) -> go
     fig.update_yaxes(title_text="loss", secondary_y=False)
     if series:
         fig.update_yaxes(title_text="score (%)", secondary_y=True)
+    return fig
+
+
+def losses_figure(curves: dict[str, list[dict]]) -> go.Figure:
+    """Training losses of several runs on one plot, one line per run id (curves: id -> the run's losses)."""
+    fig = go.Figure()
+    for name, losses in curves.items():
+        fig.add_trace(go.Scatter(x=[p["step"] for p in losses], y=[p["loss"] for p in losses], mode="lines",
+                                 name=name))
+    fig.update_layout(title="Training loss", hovermode="x unified", legend_title_text="run")
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(title_text="loss")
     return fig

@@ -1,4 +1,4 @@
-"""2-D maps of embeddings (DESIGN §1 Maps, §3.3b): t-SNE (openTSNE) and UMAP, aligned so the reference and
+"""2-D maps of embeddings (docs/definitions.md, Aligned maps): t-SNE (openTSNE) and UMAP, aligned so the reference and
 fine-tuned maps can be read side by side, cached on disk so re-plotting never recomputes.
 
 Embeddings are L2-normalised before projecting: sentence embeddings are compared by cosine, and on unit
@@ -114,7 +114,7 @@ def aligned_maps(
     params: dict | None = None,
     cache: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(reference map, fine-tuned map started from the reference map), so unmoved points stay put (§3.3b).
+    """(reference map, fine-tuned map started from the reference map), so unmoved points stay put.
 
     `params` go to tsne() (perplexity) or umap_2d() (n_neighbors, min_dist). Cached by embedding content,
     method, seed and params; the fine-tuned entry is also keyed by the reference entry it started from.

@@ -1,5 +1,5 @@
-"""The P@k / S@k trade-off across runs (DESIGN §1 Trade-off, §3.1): which runs are worth keeping, what a
-margin does to the mined triplets before any training, and small-budget "quick" runs for the margin slider."""
+"""The P@k / S@k trade-off across runs (docs/definitions.md, P@k and S@k): which runs are worth keeping and
+what a margin does to the mined triplets before any training (quick runs: core.jobs.quick)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,14 @@ from core.data.corpus import Corpus
 from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
-from core.jobs import launch
+from core.jobs.quick import is_quick
 from core.models.encode import encode_cached
 from core.runs.labels import knob_value
-from core.runs.store import ACTIVE, Run, RunStore
-from core.training.trainer import mine_train_sample
+from core.runs.store import Run, RunStore
+from core.training.examples import mine_train_sample
 
-# The quick model's budget: small enough to train in seconds on a CPU. Runs whose config has exactly this
-# budget are "quick" (TrainConfig rejects extra keys, so the budget itself is the mark).
-QUICK_BUDGET = {"examples": 256, "epochs": 1.0, "batch_size": 16, "max_steps": 0, "eval_every": 0}
 # The margin slider's stops: dense where the cosine-distance triplet constraint changes (below ~1), then the
-# large margins of DESIGN §3.1 that are never satisfied (distances lie in [0, 2]).
+# large margins that are never satisfied (distances lie in [0, 2]).
 MARGIN_STEPS = (0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 7.5, 10.0)
 
 PhaseProgress = Callable[[str, int, int], None]
@@ -32,12 +29,6 @@ PhaseProgress = Callable[[str, int, int], None]
 # --- trade-off points ----------------------------------------------------------------------------------
 
 _SCORES = ("polarity", "polarity_sd", "similarity", "similarity_sd")
-
-
-def is_quick(config: dict) -> bool:
-    """A run trained with the quick budget (by the margin slider's button, or by hand with the same budget)."""
-    full = _full_config(config) or config
-    return all(full.get(key) == value for key, value in QUICK_BUDGET.items())
 
 
 def _source(model) -> str:
@@ -123,7 +114,7 @@ def mined_triplet_embeddings(reference, corpus: Corpus, settings: MiningSettings
     """Reference embeddings of the triplets a triplet run with these settings trains on (the defaults are a
     default Train-page run's: k 5, threshold 0.5, 2000 examples, seed 0).
 
-    Mines exactly as core.training.trainer.prepare_examples does (same rows, same cache), and reads the embeddings
+    Mines exactly as a triplet run's examples are built (core.training.examples) (same rows, same cache), and reads the embeddings
     from the encoding mining already cached: every triplet text is one of the mined rows.
     """
     per_model = _TRIPLETS.setdefault(reference, {})
@@ -143,7 +134,7 @@ def margin_constraint_share(reference, corpus: Corpus, margins: list[float], dis
     """(margin, share of mined triplets whose constraint d(a,p) + margin > d(a,n) is active) per margin.
 
     Active triplets are the ones that still push the model during training, so this shows what a margin will
-    do before any training (DESIGN §3.1). The first call mines and encodes (cached on disk); later calls for
+    do before any training (docs/definitions.md, Example mining). The first call mines and encodes (cached on disk); later calls for
     the same reference and corpus only compare cached vectors.
     """
     ref_a, ref_p, ref_n = mined_triplet_embeddings(reference, corpus, settings)
@@ -165,40 +156,3 @@ def margin_share_figure(shares: list[tuple[float, float]], current: float) -> go
     fig.update_xaxes(title_text="margin", type="category")
     fig.update_yaxes(title_text="active triplets (%)", range=[0, 105])
     return fig
-
-
-# --- quick runs --------------------------------------------------------------------------------------------
-
-
-def _full_config(config: dict) -> dict | None:
-    """A config with every default filled in, so two spellings of the same run compare equal; None if invalid."""
-    from core.training.trainer import TrainConfig
-
-    try:
-        return TrainConfig.from_dict(config).to_dict()
-    except UserError:
-        return None
-
-
-def quick_config(base_config: dict, margin: float) -> dict:
-    """The full config of the quick run for `base_config` at `margin`; raises UserError if it is invalid."""
-    from core.training.trainer import TrainConfig
-
-    return TrainConfig.from_dict({**base_config, **QUICK_BUDGET, "margin": float(margin)}).to_dict()
-
-
-def quick_run(store: RunStore, base_config: dict, margin: float) -> str:
-    """The run id of the quick model for this config and margin: an existing queued, running or finished one
-    (so each margin trains once), else a new run started in a worker process."""
-    config = quick_config(base_config, margin)
-    store.reap_orphans()  # a quick run whose worker died must not be waited for forever
-    for run in store.list(kind="train", with_losses=False):
-        if run.status in (*ACTIVE, "done") and _full_config(run.config) == config:
-            return run.id
-    run_id = store.create("train", config)
-    try:
-        launch.start(store, run_id)
-    except BaseException:
-        store.mark_failed(run_id, "The worker process could not be started.")
-        raise
-    return run_id

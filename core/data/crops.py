@@ -1,4 +1,4 @@
-"""Crop augmentation for self-supervised fine-tuning, DESIGN §3.3 (seed 002).
+"""Crop augmentation for self-supervised fine-tuning (docs/definitions.md, Crop augmentation; seed 002).
 
 A document is split into sentences on '.', sentences shorter than ``min_chars`` or longer than
 ``max_chars`` are dropped, and chunks are formed from t consecutive KEPT sentences: dropping

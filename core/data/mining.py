@@ -1,4 +1,4 @@
-"""Label-aware example mining with a frozen reference model (seed 000).
+"""Label-aware example mining with a frozen reference model (docs/definitions.md, Example mining; seed 000).
 
 For each training anchor, its nearest neighbours (cosine, FAISS) with the same label are positives and
 its nearest neighbours with any other label are negatives (one-vs-rest, so any number of classes),

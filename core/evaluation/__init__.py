@@ -4,7 +4,7 @@
   ``layerwise_knn_accuracy``, ``linear_probe_accuracy``, ``search``.
 - ``pareto``: ``pareto_front`` of (P, S) points.
 - ``headline``: ``HEADLINE``, the metrics every table and card shows, with their names and units.
-- ``evaluate``: which texts are scored, encoded through the cache, and the same scoring as a
-  sentence-transformers evaluator: ``evaluate``, ``evaluate_layers``, ``EvalSettings``, ``eval_sets``,
-  ``TradeoffEvaluator``.
+- ``evaluate``: which texts are scored, encoded through the cache, and scored: ``evaluate``, ``evaluate_layers``,
+  ``EvalSettings``, ``eval_sets``, ``score``.
+- ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

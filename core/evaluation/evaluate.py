@@ -1,5 +1,5 @@
-"""Evaluate a model on a corpus: which texts to encode, encoding with the cache, scoring, and the same
-scoring shaped as a sentence-transformers evaluator so the trainer can run it during training."""
+"""Evaluate a model on a corpus: which texts to encode, encoding with the cache, and scoring (the same scoring
+runs during training through core.evaluation.evaluator)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
 
 from core.data.corpus import Corpus
 from core.evaluation.metrics import (
@@ -17,7 +16,7 @@ from core.evaluation.metrics import (
     polarity_similarity,
     sample_pool,
 )
-from core.models.encode import encode, encode_cached
+from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
 
 # phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
@@ -146,24 +145,3 @@ def evaluate_layers(
     accs = layerwise_knn_accuracy(train, corpus.train_labels[sets.knn], test, corpus.test_labels,
                                   settings.knn_k, settings.knn_metric)
     return [{"layer": i, "knn_accuracy": a} for i, a in enumerate(accs)]
-
-
-class TradeoffEvaluator(SentenceEvaluator):
-    """P@k, S@k and kNN accuracy during training; the reference embeddings are computed once up front."""
-
-    def __init__(self, corpus: Corpus, reference, settings: EvalSettings = EvalSettings(), name: str = "",
-                 batch_size: int = 64):
-        super().__init__()
-        self.corpus, self.settings, self.name, self.batch_size = corpus, settings, name, batch_size
-        self.sets = eval_sets(corpus, settings)
-        self.ref_train, self.ref_test = encode_for_eval(reference, corpus, self.sets, "reference")
-        self.primary_metric = "polarity"
-
-    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict:
-        m_train = encode(model, self.sets.train_texts, batch_size=self.batch_size).embeddings
-        m_test = encode(model, self.corpus.test_texts, batch_size=self.batch_size).embeddings
-        metrics = score(self.corpus, self.sets, self.settings, m_train, m_test, self.ref_train, self.ref_test)
-        metrics = {k: v for k, v in metrics.items() if isinstance(v, float)}
-        metrics = self.prefix_name_to_metrics(metrics, self.name)
-        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
-        return metrics

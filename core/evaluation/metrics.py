@@ -1,4 +1,5 @@
-"""Metrics on embeddings (DESIGN §3.1, §3.2): P@k / S@k retrieval trade-off, kNN and linear-probe accuracy.
+"""Metrics on embeddings: P@k / S@k retrieval trade-off, kNN and linear-probe accuracy (docs/definitions.md,
+"P@k and S@k", "kNN accuracy", "Layer-wise kNN").
 
 Pure numpy + FAISS; nothing here runs a model, so every function is cheap to test.
 """
@@ -75,7 +76,7 @@ def polarity_similarity(
     pool_labels: np.ndarray,
     k: int = 16,
 ) -> TradeoffScore:
-    """P@k and S@k (DESIGN §3.1), x100, with standard deviations over targets.
+    """P@k and S@k (docs/definitions.md, P@k and S@k), x100, with standard deviations over targets.
 
     Model M retrieves by cosine; S scores what it retrieved with the frozen reference R's cosine, so a
     model that separates labels by forgetting meaning loses S while gaining P.
@@ -123,7 +124,7 @@ def knn_accuracy(
     k: int = 10,
     metric: str = "euclidean",
 ) -> float:
-    """kNN classification accuracy (DESIGN §3.2): Euclidean on raw embeddings by default."""
+    """kNN classification accuracy (docs/definitions.md, kNN accuracy): Euclidean on raw embeddings by default."""
     pred = knn_predict(train, train_labels, test, k, metric)
     return float((pred == np.asarray(test_labels)).mean())
 

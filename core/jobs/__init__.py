@@ -5,5 +5,7 @@
 - ``process``: spawning a detached worker: ``spawn``, ``LOG_NAME``.
 - ``launch``: starting a queued run (on a standby when one waits): ``start``.
 - ``standby``: pre-warmed workers with the heavy imports done: ``ensure``, ``hand_over``, ``stop_all``.
-- ``sweep``: a grid of (recipe, margin) runs in one worker: ``sweep_config``, ``cancel``.
+- ``sweep``: a grid of (recipe, margin or scale) runs in one worker: ``sweep_config``, ``cancel``.
+- ``quick``: small-budget runs at one knob value, reused per value (the margin slider): ``quick_run``,
+  ``quick_config``, ``is_quick``, ``QUICK_BUDGET``.
 """

@@ -2,8 +2,8 @@
 
 - ``loading``: local directory > packaged model > hub id, device choice, weights fingerprint:
   ``load_model``, ``resolve_model``, ``pick_device``, ``model_fingerprint``.
-- ``encode``: one forward pass per batch for pooled embeddings, every layer's mean and attentions, with a
-  disk cache: ``encode``, ``encode_cached``, ``count_overlong``.
+- ``encode``: one forward pass per batch through the model's own modules for pooled embeddings, every layer's
+  mean and attentions, with a disk cache: ``encode``, ``encode_cached``, ``count_overlong``.
 - ``ata``: anchor-token-aware pooling as sentence-transformers modules: ``ATATransformer``, ``ATAPooling``,
-  ``build_ata_model``, ``token_weights``, ``load_allowing_ata``.
+  ``ata_weights``, ``build_ata_model``, ``load_allowing_ata``.
 """

@@ -1,4 +1,4 @@
-"""ATA (anchor-token-aware) pooling, DESIGN §3.7.
+"""ATA (anchor-token-aware) pooling (docs/definitions.md, ATA pooling).
 
 An anchor token is one that many queries attend to, so its weight sums the attention it
 RECEIVES in the last layer: w_t = sum_h sum_q log(P^h[q, t] * S + 1), normalised over tokens to
@@ -32,12 +32,10 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules import Module, Transformer
 from sentence_transformers.sentence_transformer.modules import Pooling
-from sentence_transformers.util import batch_to_device
 
 from core.errors import UserError
 
@@ -79,10 +77,14 @@ class ATATransformer(Transformer):
         return transformer
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """Run the model once; write token embeddings, last-layer attentions and (if enabled) all layers."""
+        """Run the model once; write token embeddings, last-layer attentions and (if asked for) all layers.
+
+        ``kwargs`` override model arguments as in ``Transformer.forward`` (e.g. ``output_hidden_states``), except
+        that attentions are always returned: the pooling reads them.
+        """
         accepted = inspect.signature(self.auto_model.forward).parameters
         inputs = {key: value for key, value in features.items() if key in accepted}
-        output = self.auto_model(**inputs, **kwargs, output_attentions=True, return_dict=True)
+        output = self.auto_model(**{**inputs, **kwargs, "output_attentions": True, "return_dict": True})
         features["token_embeddings"] = output.last_hidden_state
         features["attentions"] = output.attentions[-1]
         if output.hidden_states is not None:
@@ -150,25 +152,3 @@ def load_allowing_ata(path: str | Path, **kwargs: Any) -> SentenceTransformer:
     Only ``MODULE_CLASSES`` are resolved to our code; any other non-library class still needs the flag.
     """
     return SentenceTransformer._load_with_module_classes(str(path), MODULE_CLASSES, **kwargs)
-
-
-def token_weights(model: SentenceTransformer, text: str) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(tokens, ATA weights (S,), last-layer attention (heads, S, S)) for one text, for the attention page.
-
-    Works for any transformer model: a non-ATA one (e.g. the reference) is run through an eager
-    copy of its transformer, so pass an ATA model to avoid that copy when calling often.
-    """
-    transformer = model[0]
-    if not isinstance(transformer, ATATransformer):
-        transformer = ATATransformer.adopt(copy.deepcopy(transformer))
-    features = batch_to_device(transformer.preprocess([text]), model.device)
-    was_training = transformer.training
-    transformer.eval()
-    try:
-        with torch.inference_mode():
-            output = transformer(features)
-    finally:
-        transformer.train(was_training)
-    weights = ata_weights(output["attentions"], output["attention_mask"])[0]
-    tokens = transformer.tokenizer.convert_ids_to_tokens(output["input_ids"][0].tolist())
-    return tokens, weights.cpu().numpy(), output["attentions"][0].float().cpu().numpy()

@@ -1,20 +1,23 @@
-"""Batched encoding: one forward pass per batch gives the pooled embedding, every layer's
-mean-pooled hidden state and (on request) the last layer's attention, plus a disk cache."""
+"""Batched encoding: one forward pass per batch through the model's own modules gives the pooled embedding,
+every layer's mean-pooled hidden state and (on request) the last layer's attention, plus a disk cache."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import copy
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
+from sentence_transformers.util import batch_to_device
 
 from core.models.loading import model_fingerprint
 from core.storage import embeddings_entry, load_array, save_array
 
 Progress = Callable[[int, int], None]
-_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass
@@ -26,7 +29,7 @@ class Encoded:
 
 
 @contextmanager
-def _eager_attention(hf_model, needed: bool):
+def _eager_attention(hf_model: torch.nn.Module, needed: bool) -> Iterator[None]:
     """sdpa kernels return no attention probabilities; switch to eager only while they are needed."""
     previous = hf_model.config._attn_implementation
     if needed and previous != "eager":
@@ -38,23 +41,45 @@ def _eager_attention(hf_model, needed: bool):
             hf_model.set_attn_implementation(previous)
 
 
-def _forward(model, texts: Sequence[str], layers: bool, attentions: bool) -> tuple[dict, object]:
-    """Run the transformer once, then the model's remaining modules (pooling, normalise) on its output."""
-    from core.models.ata import ATATransformer
+def _recording_view(transformer: torch.nn.Module, outputs: list[Any]) -> torch.nn.Module:
+    """A shallow copy of the first module whose Hugging Face model appends each of its outputs to ``outputs``.
 
-    features = model.preprocess(list(texts))
-    device = model.device
-    inputs = {k: v.to(device) for k, v in features.items() if k in _MODEL_INPUTS}
-    ata = isinstance(model[0], ATATransformer)  # its pooling reads the last layer's attention
-    out = model[0].model(**inputs, output_hidden_states=layers, output_attentions=attentions or ata,
-                         return_dict=True)
-    feats = dict(inputs)
-    feats["token_embeddings"] = out.last_hidden_state
-    if ata:
-        feats["attentions"] = out.attentions[-1]
-    for module in list(model)[1:]:
-        feats = module(feats)
-    return feats, out
+    The library's ``Transformer`` keeps only the last hidden state of that output, so the hidden states and
+    attentions encode asks for are read from this record. The copy shares every weight and submodule, and
+    nothing is set on the shared model, so concurrent forwards (two app sessions encoding with one cached
+    model) never see each other's outputs.
+    """
+    hf_model = transformer.auto_model
+    recorder = copy.copy(hf_model)
+
+    @functools.wraps(hf_model.forward)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        output = hf_model.forward(*args, **kwargs)
+        outputs.append(output)
+        return output
+
+    recorder.forward = forward
+    view = copy.copy(transformer)
+    view._modules = dict(transformer._modules)  # the copy shares this dict: replace it before swapping the model
+    view.model = recorder
+    return view
+
+
+def _forward(model, texts: Sequence[str], layers: bool, attentions: bool) -> tuple[dict[str, Any], Any]:
+    """Run the model's own modules once on a batch: (final features, the transformer's Hugging Face output).
+
+    The first module gets the output requests as keyword overrides, only ever asking for more (a module whose
+    pooling needs attentions asks for them itself); every later module runs as in the model's forward.
+    """
+    transformer, *rest = list(model)
+    features = batch_to_device(model.preprocess(list(texts)), model.device)
+    requests = {key: True for key, wanted in (("output_hidden_states", layers), ("output_attentions", attentions))
+                if wanted}
+    outputs: list[Any] = []
+    features = _recording_view(transformer, outputs)(features, **requests)
+    for module in rest:
+        features = module(features)
+    return features, outputs[-1]
 
 
 def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -83,7 +108,7 @@ def encode(
     pooled, per_layer, attn, toks = [], [], [], []
     tokenizer = model.tokenizer
     try:
-        with _eager_attention(model[0].model, attentions):
+        with _eager_attention(model[0].auto_model, attentions):
             for start in range(0, n, batch_size):
                 batch = [texts[i] for i in order[start : start + batch_size]]
                 feats, out = _forward(model, batch, layers, attentions)

@@ -10,8 +10,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from core.data.corpus import load_corpus
 from core.errors import UserError
+from core.models.loading import load_model
 from core.runs.store import RunStore
 
 
@@ -50,10 +53,9 @@ def write_config(config: dict, dest: Path) -> list[Path]:
 
 def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
     """Embeddings of the evaluation texts (test split and the train sample), from the cache when possible."""
-    import pandas as pd
-
-    from core.models.encode import encode_cached
+    # Both import torch; the pages import this module for safe_name, so they load only when exporting.
     from core.evaluation.evaluate import EvalSettings, eval_sets
+    from core.models.encode import encode_cached
 
     sets = eval_sets(corpus, EvalSettings())
     texts = sets.train_texts + list(corpus.test_texts)
@@ -82,9 +84,6 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
         shutil.copytree(model_dir, staging / "model")
         write_config(run.config, staging)
         if embeddings:
-            from core.data.corpus import load_corpus
-            from core.models.loading import load_model
-
             cfg = run.config
             corpus = load_corpus(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
                                  split_col=cfg.get("split_col"))

@@ -1,7 +1,16 @@
 """Training: turning a config into a fine-tuned, saved model.
 
-- ``recipes``: the registry of training objectives: ``RECIPES``, ``get_recipe``, ``Recipe``.
-- ``trainer``: ``TrainConfig``, example preparation, freezing, pooling, the sentence-transformers trainer
-  with progress / cancel, before / after evaluation: ``run_training``, ``make_trainer``, ``prepare_examples``.
+- ``params``: the parameter schema every setting is described by (CLI flags, page widgets, validation, card):
+  ``Param``.
+- ``recipe``: what one training objective declares (settings, knob, examples, loss, batch sampler, budget,
+  callbacks): ``Recipe``, ``MINING``.
+- ``supervised``: the recipes on mined examples (triplet, contrastive, MNRL, cosine, CoSENT, AnglE):
+  ``SUPERVISED``.
+- ``self_supervised``: the recipes on document pairs (crop, dropout): ``SELF_SUPERVISED``.
+- ``recipes``: the registry: ``RECIPES``, ``register``, ``get_recipe``, ``recipe_params``.
+- ``examples``: the dataset builders recipes use: ``mined_examples``, ``document_pairs``, ``mine_train_sample``.
+- ``config``: ``TrainConfig``, the general settings ``GENERAL`` and the one validation of a run's settings.
+- ``trainer``: freezing, pooling, the sentence-transformers trainer with progress / cancel, before / after
+  evaluation: ``run_training``, ``make_trainer``, ``freeze``.
 - ``card``: the ContrastLab section of the saved model card: ``contrastlab_card_section``.
 """

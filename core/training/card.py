@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-METRICS = [
-    ("polarity", "P@k (label agreement of retrieved texts)"),
-    ("similarity", "S@k (reference-model similarity of retrieved texts)"),
-    ("knn_accuracy", "kNN accuracy"),
-    ("linear_accuracy", "Linear-probe accuracy"),
-]
+from core.evaluation.headline import HEADLINE
+from core.training.config import TrainConfig
+from core.training.recipes import get_recipe
 
 
 def _fmt(value) -> str:
@@ -16,15 +13,14 @@ def _fmt(value) -> str:
     return f"{value:.3f}" if abs(value) <= 1 else f"{value:.1f}"
 
 
-def contrastlab_card_section(cfg, result: dict) -> str:
+def contrastlab_card_section(cfg: TrainConfig, result: dict) -> str:
     """Markdown appended to sentence-transformers' own card (which already covers loss and trainer args)."""
-    from core.training.recipes import get_recipe
-
     recipe = get_recipe(cfg.recipe)
-    margin = recipe.margin_or_default(cfg.margin)
     corpus = result.get("corpus", {})
     before, after = result.get("before", {}), result.get("after", {})
     k = after.get("k", cfg.eval_k)
+    settings = cfg.recipe_settings
+    knob = recipe.knob_param
     lines = [
         "## ContrastLab fine-tuning",
         "",
@@ -34,7 +30,12 @@ def contrastlab_card_section(cfg, result: dict) -> str:
         f"{corpus.get('rows_test', '?')} {corpus.get('target_split', 'test')} rows, "
         f"{corpus.get('n_classes', '?')} classes",
         f"- **Recipe:** {recipe.title} (`{cfg.recipe}`)"
-        + (f", {recipe.margin_name} = {margin}" if recipe.margin_name else ""),
+        + (f", {knob.label.lower()} = {settings[knob.name]}" if knob else ""),
+    ]
+    others = [f"`{name}` = {value}" for name, value in settings.items() if knob is None or name != knob.name]
+    if others:
+        lines.append(f"- **Recipe settings:** {', '.join(others)}")
+    lines += [
         f"- **Examples:** {result.get('examples', {}).get('examples', '?')} "
         f"({result.get('examples', {}).get('format', recipe.example_format)})",
         f"- **Training:** {cfg.epochs} epoch(s), batch {cfg.batch_size}, lr {cfg.lr}, warm-up ratio "
@@ -44,9 +45,9 @@ def contrastlab_card_section(cfg, result: dict) -> str:
         f"| metric (k = {k}) | before | after |",
         "|---|---|---|",
     ]
-    for key, title in METRICS:
-        if key in before or key in after:
-            lines.append(f"| {title} | {_fmt(before.get(key))} | {_fmt(after.get(key))} |")
+    for metric in HEADLINE:
+        if metric.key in before or metric.key in after:
+            lines.append(f"| {metric.long} | {_fmt(before.get(metric.key))} | {_fmt(after.get(metric.key))} |")
     lines += ["", "Load with `SentenceTransformer(path)`. Reproduce with `python -m core train --config "
               "contrastlab_config.json`.", ""]
     return "\n".join(lines)

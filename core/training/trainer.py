@@ -1,5 +1,6 @@
-"""Fine-tuning with sentence-transformers' own trainer: configuration, example preparation, freezing,
-pooling, progress/cancel callbacks, before/after evaluation and an atomically saved model."""
+"""Fine-tuning with sentence-transformers' own trainer: freezing, pooling, progress/cancel callbacks,
+before/after evaluation and an atomically saved model. The config is core.training.config's; examples, loss,
+batch sampler and extra callbacks come from the run's recipe."""
 
 from __future__ import annotations
 
@@ -7,99 +8,13 @@ import json
 import math
 import re
 import time
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
 from core.errors import Cancelled, UserError
-from core.models.loading import DEFAULT_MODEL
-
-POOLINGS = ("model", "mean", "cls", "max", "ata")
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-
-
-@dataclass
-class TrainConfig:
-    """Everything needed to reproduce a run; saved with it as YAML/JSON."""
-
-    corpus: str
-    text_col: str | None = None
-    label_col: str | None = None
-    split_col: str | None = None
-    documents: str | None = None  # crop / dropout: a corpus of multi-sentence documents (default: corpus)
-    model: str = DEFAULT_MODEL
-    reference: str | None = None  # frozen model for mining and S@k (default: the base model)
-    recipe: str = "triplet"
-    margin: float | None = None  # the recipe's margin or scale; None = its default
-    distance: str = "cosine"  # triplet distance (seed 000 used cosine)
-    examples: int = 2000
-    mine_k: int = 5
-    threshold: float = 0.5
-    crop_t: int = 2
-    pairs_per_doc: int = 1  # crop / dropout: distinct pairs drawn from each document
-    epochs: float = 1.0
-    max_steps: int = 0  # > 0 stops after this many batches (crop experiments count batches)
-    batch_size: int = 32
-    lr: float = 3e-5
-    warmup_ratio: float = 0.1
-    seed: int = 0
-    freeze_embeddings: bool = False
-    freeze_layers: int = 0
-    pooling: str = "model"
-    precision: str = "auto"
-    eval_every: int = 0  # > 0 runs P@k/S@k/kNN every n steps (learning curves)
-    eval_k: int = 16
-    device: str | None = None
-
-    def validate(self) -> None:
-        from core.training.recipes import get_recipe
-
-        get_recipe(self.recipe)
-        checks = [
-            (self.examples >= 1, "The number of examples must be at least 1."),
-            (self.epochs > 0, "Epochs must be positive."),
-            (self.batch_size >= 2, "The batch size must be at least 2."),
-            (self.lr > 0, "The learning rate must be positive."),
-            (0 <= self.warmup_ratio < 1, "The warm-up ratio must be in [0, 1)."),
-            (self.freeze_layers >= 0, "The number of frozen layers must not be negative."),
-            (self.margin is None or self.margin >= 0, f"The margin must not be negative (got {self.margin})."),
-            (self.pooling in POOLINGS, f"Pooling must be one of {', '.join(POOLINGS)}."),
-            (self.precision in PRECISIONS, f"Precision must be one of {', '.join(PRECISIONS)}."),
-            (self.crop_t >= 1, "Crop size t must be at least 1 sentence."),
-            (self.pairs_per_doc >= 1, "Pairs per document must be at least 1."),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(message)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"Unknown config keys: {', '.join(unknown)}.")
-        if "corpus" not in data:
-            raise UserError("The config needs a 'corpus' path.")
-        cfg = cls(**data)
-        cfg.validate()
-        return cfg
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> TrainConfig:
-        import yaml
-
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            raise UserError(f"Could not read config {path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise UserError(f"Config {path} must hold a mapping of settings.")
-        return cls.from_dict(data)
+from core.training.card import contrastlab_card_section
+from core.training.config import TrainConfig
+from core.training.recipes import get_recipe
 
 
 class Reporter(Protocol):
@@ -161,48 +76,6 @@ def _precision_args(precision: str, device: str) -> dict:
     return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
 
 
-# --- examples --------------------------------------------------------------------------------
-
-
-def prepare_examples(cfg: TrainConfig, corpus, reference, progress=None):
-    """Mined examples for supervised recipes, crop / dropout pairs for self-supervised ones."""
-    from core.training.recipes import get_recipe
-
-    recipe = get_recipe(cfg.recipe)
-    if recipe.self_supervised:
-        from core.data.corpus import load_documents
-        from core.data.crops import crop_pairs, dropout_pairs, to_dataset
-
-        # The corpus's own train split keeps its test texts unseen; a separate documents file is used whole.
-        texts = load_documents(cfg.documents) if cfg.documents else corpus.train_texts
-        make = crop_pairs if recipe.example_format == "crop" else dropout_pairs
-        pairs = make(texts, t=cfg.crop_t, seed=cfg.seed, pairs_per_doc=cfg.pairs_per_doc)
-        if len(pairs.anchors) == 0:
-            raise UserError("No document has two chunks of sentences of 100-250 characters; crops need "
-                            "multi-sentence documents (pass --documents).")
-        dataset = to_dataset(pairs)
-        if len(dataset) > cfg.examples:
-            dataset = dataset.shuffle(seed=cfg.seed).select(range(cfg.examples))
-        stats = {"format": recipe.example_format, "documents": pairs.n_docs, "skipped_docs": pairs.skipped_docs,
-                 "examples": len(dataset)}
-        return dataset, stats
-    from core.data.mining import MiningSettings
-
-    settings = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
-    examples = mine_train_sample(reference, corpus, recipe.example_format, settings, progress)
-    return examples.to_dataset(), examples.stats
-
-
-def mine_train_sample(reference, corpus, fmt: str, settings, progress=None):
-    """Mine among the train sample the evaluation encodes (all train rows up to knn_train_max), so the
-    reference embeddings come from the cache instead of a second pass over a large corpus."""
-    from core.data.mining import mine
-    from core.evaluation.evaluate import EvalSettings, eval_sets
-
-    sets = eval_sets(corpus, EvalSettings())
-    return mine(reference, sets.train_texts, sets.train_labels, fmt, settings, corpus_fp=sets.key, progress=progress)
-
-
 # --- training --------------------------------------------------------------------------------
 
 
@@ -244,11 +117,13 @@ def _callback(reporter: Reporter):
 
 def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter: Reporter | None,
                  evaluator=None):
-    """A plain SentenceTransformerTrainer; our only additions are the callback and an evaluator."""
+    """A plain SentenceTransformerTrainer; our additions are the progress callback, the recipe's batch sampler
+    and callbacks, and an evaluator."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
     from transformers import PrinterCallback
 
+    recipe = get_recipe(cfg.recipe)
     steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)
     total = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
     eval_args = {}
@@ -263,9 +138,7 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
         warmup_steps=int(cfg.warmup_ratio * total),
         seed=cfg.seed,
         data_seed=cfg.seed,
-        # In-batch negatives (MNRL, crops) must not see the same text twice in a batch.
-        batch_sampler=BatchSamplers.NO_DUPLICATES if cfg.recipe in ("mnrl", "crop", "dropout")
-        else BatchSamplers.BATCH_SAMPLER,
+        batch_sampler=BatchSamplers(recipe.batch_sampler),
         logging_steps=max(1, min(10, total // 20)),
         save_strategy="no",
         report_to="none",
@@ -275,7 +148,7 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
         **_precision_args(cfg.precision, str(model.device)),
         **eval_args,
     )
-    callbacks = [_callback(reporter)] if reporter is not None else []
+    callbacks = [*([_callback(reporter)] if reporter is not None else []), *recipe.callbacks(cfg)]
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
                                          evaluator=evaluator if eval_args else None, callbacks=callbacks)
     trainer.remove_callback(PrinterCallback)  # it prints log dicts to stdout, where the CLI prints results
@@ -289,11 +162,10 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     nothing exportable. Raises Cancelled when the reporter asked to stop.
     """
     from core.data.corpus import load_corpus
-    from core.evaluation.evaluate import EvalSettings, TradeoffEvaluator, evaluate
+    from core.evaluation.evaluate import EvalSettings, evaluate
+    from core.evaluation.evaluator import TradeoffEvaluator
     from core.models.loading import load_model
-    from core.training.recipes import get_recipe
 
-    cfg.validate()
     recipe = get_recipe(cfg.recipe)
     timings: dict[str, float] = {}
     t0 = time.monotonic()
@@ -320,9 +192,9 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
     t1 = time.monotonic()
     phase("preparing examples")
-    dataset, example_stats = prepare_examples(cfg, corpus, reference,
-                                              progress=lambda d, t: reporter.progress(phase="mining: encoding",
-                                                                                      step=d, total=t))
+    dataset, example_stats = recipe.build_examples(cfg, corpus, reference,
+                                                   progress=lambda d, t: reporter.progress(phase="mining: encoding",
+                                                                                           step=d, total=t))
     reporter.progress(example_stats=example_stats)
     timings["examples_s"] = time.monotonic() - t1
     if reporter.should_stop():
@@ -330,7 +202,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
     model = set_pooling(model, cfg.pooling)
     freeze_stats = freeze(model, cfg.freeze_embeddings, cfg.freeze_layers)
-    loss = recipe.build_loss(model, cfg.margin, cfg.distance)
+    loss = recipe.build_loss(model, cfg)
     evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
     trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator)
     t2 = time.monotonic()
@@ -360,8 +232,6 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
 def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
     """Save as a sentence-transformers directory, with our section appended to its model card."""
-    from core.training.card import contrastlab_card_section
-
     model.save(str(path))
     readme = path / "README.md"
     existing = readme.read_text(encoding="utf-8") if readme.exists() else ""

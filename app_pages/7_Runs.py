@@ -4,13 +4,13 @@
 import streamlit as st
 
 import ui
+from core.analysis.plots import losses_figure
 from core.runs.labels import run_label
-from ui import runs_view
+from ui import nav, run_control, run_export, run_panel, run_tables
 
-ui.page_setup("Runs & export", ":material/inventory_2:")
-store = runs_view.store()
+store = ui.run_store()
 reaped = store.reap_orphans()
-selected = runs_view.current_run(store, fallback="newest")
+selected = run_control.current_run(store, fallback="newest")
 st.title("Runs & export")
 st.caption("Every training run and sweep, as recorded by its worker process. Each is reproducible from its "
            "config: `python -m core train --config config.yaml`.")
@@ -23,16 +23,16 @@ if flash:
 runs = store.list(with_losses=False)
 if not runs:
     st.info("No runs yet: start one on the Train page.")
-    st.page_link("pages/2_Train.py", label="Go to the Train page", icon=":material/model_training:")
+    nav.link(nav.TRAIN, "Go to the Train page")
     st.stop()
 
-runs_view.runs_table(runs, key="runs:table")
+run_tables.runs_table(runs, key="runs:table")
 ids = [r.id for r in runs]
 by_id = {r.id: r for r in runs}
 
 
 def _pick() -> None:
-    runs_view.select(st.session_state["runs:pick"])
+    run_control.select(st.session_state["runs:pick"])
 
 
 start = ids.index(selected.id) if selected is not None and selected.id in by_id else 0
@@ -41,20 +41,20 @@ picked = st.selectbox("Selected run", ids, index=start, key="runs:pick", on_chan
 run = store.get(picked)
 
 with st.container(border=True):
-    runs_view.live_run(store, run.id, key="runs:live")
+    run_panel.live_run(store, run.id, key="runs:live")
     export_col, delete_col = st.columns([4, 1])
     with export_col:
         if run.status == "done" and run.kind == "train":
-            folder = runs_view.find_export(run)
+            folder = run_export.find_export(run)
             slot = st.empty()  # the button goes once the export is there, as on every later rerun
             if folder is None and slot.button("Export", type="primary", icon=":material/ios_share:",
                                               help="Model directory with its card (zipped), embeddings of the "
                                                    "evaluation texts as Parquet and NumPy, config as YAML and JSON."):
                 with ui.guard("The export"):
-                    folder = runs_view.export(store, run)
+                    folder = run_export.export(store, run)
                     slot.empty()
             if folder is not None:
-                runs_view.download_buttons(folder, key=f"runs:download:{run.id}")
+                run_export.download_buttons(folder, key=f"runs:download:{run.id}")
         elif run.kind == "train":
             st.caption("Only a finished (done) run can be exported.")
     with delete_col.popover("Delete run", icon=":material/delete:"):
@@ -62,7 +62,7 @@ with st.container(border=True):
         delete = st.button("Delete permanently", type="primary", key="runs:delete")
     if delete:  # outside the popover, so a refusal stays visible
         with ui.guard("Deleting the run") as outcome:
-            runs_view.delete(store, run)
+            run_control.delete(store, run)
         if not outcome.failed:
             ui.state.session_cache("runs_page")["flash"] = f"Deleted run {run.id}."
             st.rerun()
@@ -81,13 +81,14 @@ if len(runs) >= 2:
         metrics_col, config_col = st.columns(2)
         with metrics_col:
             st.markdown("**Metrics** (P@k and S@k x100, accuracies in %)")
-            st.dataframe(runs_view.metrics_frame([a, b]).style.format("{:.1f}", na_rep="–"))
+            st.dataframe(run_tables.metrics_frame([a, b]).style.format("{:.1f}", na_rep="–"))
         with config_col:
-            diff = runs_view.config_diff(a, b)
+            diff = run_tables.config_diff(a, b)
             st.markdown(f"**Settings that differ** ({len(diff)})")
             if diff.empty:
                 st.caption("The two runs have the same config.")
             else:
                 st.dataframe(diff, hide_index=True)
         if a.losses or b.losses:
-            runs_view.plot(runs_view.losses_figure([a, b]), f"losses-{a.id}-vs-{b.id}", key="runs:compare:plot")
+            ui.plot(losses_figure({a.id: a.losses, b.id: b.losses}), f"losses-{a.id}-vs-{b.id}",
+                    key="runs:compare:plot")

@@ -16,7 +16,6 @@ NO_SPLIT = "(none: hold out 10%)"
 PREVIEW_ROWS = 1000
 SETTINGS = EvalSettings()
 
-ui.page_setup("Corpus", ":material/table_view:")
 st.title("Corpus")
 st.caption("One text and one label per row, plus an optional split column (train / test / validation); "
            "without one, a stratified 10% is held out with seed 0. Texts are never sent anywhere.")

@@ -6,14 +6,13 @@ import streamlit as st
 import ui
 from core.analysis.attention import compare_attention
 from core.analysis.plots import attention_heatmaps, token_weight_bars
-from ui import runs_view
 from ui.run_picker import pick_run
 
-ui.page_setup("Attention", ":material/visibility:")
 st.title("Attention")
 st.caption("Heatmaps: the last layer's attention per head (rows = query tokens, columns = the tokens they attend "
-           "to) and summed over heads. Bars: ATA token weights (DESIGN §3.7), the attention each token receives "
-           "from all queries and heads, normalised to sum 1 — the tokens an ATA-pooled embedding is made of.")
+           "to) and summed over heads. Bars: ATA token weights (see Definitions, ATA pooling), the attention each "
+           "token receives from all queries and heads, normalised to sum 1 — the tokens an ATA-pooled embedding is "
+           "made of.")
 
 corpus = ui.require_corpus()
 
@@ -63,7 +62,7 @@ if key in shown:
     view = shown[key]
     for column, (name, fig) in zip(st.columns(len(view["heads"])), view["heads"].items()):
         with column:
-            runs_view.plot(fig, f"attention_{name.lower()}", key=f"attention_heads:{name}")
-    runs_view.plot(view["bars"], "ata_token_weights", key="attention_weights")
+            ui.plot(fig, f"attention_{name.lower()}", key=f"attention_heads:{name}")
+    ui.plot(view["bars"], "ata_token_weights", key="attention_weights")
     if view["changes"]:
         changes_note(view["changes"])

@@ -11,15 +11,15 @@ from core.analysis.tradeoff import (
     margin_constraint_share,
     margin_share_figure,
     mined_triplet_embeddings,
-    quick_run,
     tradeoff_points,
 )
 from core.errors import UserError
-from ui import runs_view
+from core.jobs.quick import quick_run
+from ui.run_control import corpus_fields, keep_warm
+from ui.run_panel import progress_text
 
 POLL_S = 2
 
-ui.page_setup("Trade-off", ":material/balance:")
 st.title("Trade-off")
 st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training texts that share its label "
            "(class separation). **S@k**: their cosine to it under the reference model (kept meaning). Both ×100, "
@@ -27,7 +27,7 @@ st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training
            "Pareto front.")
 
 corpus = ui.require_corpus()
-runs = runs_view.store()
+runs = ui.run_store()
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
 quick_runs: dict[float, str] = ui.state.session_cache("quick_runs").setdefault(context, {})  # margin -> run id
 k = int(st.number_input("k (neighbours retrieved per text)", min_value=1, max_value=100, value=16, step=1,
@@ -42,7 +42,7 @@ def trade_off_plot() -> None:
                                  memo=ui.state.session_cache("tradeoff_points"))
     if points is None:
         return
-    runs_view.plot(tradeoff_figure(points, k), f"tradeoff_k{k}", key="tradeoff_plot")
+    ui.plot(tradeoff_figure(points, k), f"tradeoff_k{k}", key="tradeoff_plot")
     if len(points) == 1:
         st.info("Only the reference model so far: train a model on the Train page, or a quick model at a margin "
                 "below, and its point appears here.", icon=":material/info:")
@@ -67,14 +67,14 @@ def margin_slider() -> float | None:
     text.caption("Active: d(anchor, positive) + margin > d(anchor, negative), so the triplet still pushes during "
                  "training. Cosine distances lie in [0, 2]: from a margin of 2 on, every triplet keeps pushing.")
     with chart:
-        runs_view.plot(margin_share_figure(list(shares.items()), margin), "active_triplets", key="margin_share")
+        ui.plot(margin_share_figure(list(shares.items()), margin), "active_triplets", key="margin_share")
     return margin
 
 
 def start_quick(margin: float) -> None:
     """Start (or find) the quick run, then redraw: a run that is already done belongs on the plot above."""
     with ui.guard("Starting the quick model") as outcome:
-        base = {**runs_view.corpus_fields(), "model": ui.state.model_name(), "recipe": "triplet"}
+        base = {**corpus_fields(), "model": ui.state.model_name(), "recipe": "triplet"}
         quick_runs[margin] = quick_run(runs, base, margin)
     if not outcome.failed:
         st.rerun()
@@ -92,7 +92,7 @@ def quick_status() -> None:
             except UserError:
                 continue  # deleted on the Runs page
             if run.active:
-                fraction, text = runs_view.progress_text(run)
+                fraction, text = progress_text(run)
                 elapsed = time.time() - (run.started or run.created)
                 st.progress(fraction, text=f"Quick model, margin {margin:g} · {text} · {elapsed:.0f} s so far")
             elif margin in watched:
@@ -124,4 +124,4 @@ if picked is not None:
         start_quick(picked)
     quick_status()
 with ui.guard("Preparing a worker"):
-    runs_view.keep_warm()  # last: its imports would slow the scoring and mining above on a small CPU
+    keep_warm()  # last: its imports would slow the scoring and mining above on a small CPU

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from core.analysis import compare
+from core.analysis.maps import NEIGHBOURS, available_points, map_data, map_figures, neighbours
 from core.runs.labels import run_reference
 from ui.run_picker import pick_run
 
@@ -16,7 +16,6 @@ DEFAULT_POINTS = 2000
 POINTS_KEY = "maps_points"
 STATUS_COLOURS = {"kept": "#d3f9d8", "new": "#d0ebff", "lost": "#ffe3e3"}
 
-ui.page_setup("Maps", ":material/scatter_plot:")
 st.title("Maps")
 st.caption("Each text as a point, coloured by its label; hover to read it. The fine-tuned map starts from the "
            "reference map's layout, so a text whose neighbourhood did not change stays put. kNN accuracy: each "
@@ -45,10 +44,7 @@ def select_point(chart_key: str, point_key: str) -> None:
 
 def chart(fig, name: str, point_key: str) -> None:
     key = f"maps_chart:{name}"
-    st.plotly_chart(fig, key=key, on_select=partial(select_point, key, point_key), selection_mode="points")
-    st.download_button("Download as HTML", data=lambda: fig.to_html(include_plotlyjs=True),
-                       file_name=f"{name}_map.html", mime="text/html", key=f"{key}:html", on_click="ignore",
-                       icon=":material/download:", type="tertiary")
+    ui.plot(fig, f"{name}_map", key, on_select=partial(select_point, key, point_key), selection_mode="points")
 
 
 def neighbour_table(frame: pd.DataFrame) -> None:
@@ -60,7 +56,7 @@ method_col, points_col = st.columns([1, 2])
 method_name = method_col.radio("Projection", list(METHODS), horizontal=True, key="maps_method",
                                persist_state="session")
 with points_col:
-    max_points = points_control(compare.available_points(corpus))
+    max_points = points_control(available_points(corpus))
 
 ref_head, tuned_head = st.columns(2, vertical_alignment="bottom")
 with tuned_head:
@@ -73,8 +69,8 @@ maps = ui.state.session_cache("maps")
 if key not in maps:
     with ui.guard("Computing the maps"), ui.progress_bar("Loading the models…") as bar:
         tuned = ui.get_model(run.artefacts["model"]) if run else None
-        data = compare.map_data(ui.get_model(reference), tuned, corpus, METHODS[method_name], max_points,
-                                progress=bar)
+        data = map_data(ui.get_model(reference), tuned, corpus, METHODS[method_name], max_points,
+                        progress=bar)
         maps.clear()  # the latest maps only: the disk caches make going back cheap
         maps[key] = data
 if key not in maps:
@@ -83,7 +79,7 @@ data = maps[key]
 
 point_key = "maps_point:" + "|".join(map(str, key))  # rows differ between subsamples: a new pick per data
 picked = st.session_state.get(point_key)
-ref_fig, tuned_fig = compare.map_figures(data, "Reference", "Fine-tuned", highlight=picked)
+ref_fig, tuned_fig = map_figures(data, "Reference", "Fine-tuned", highlight=picked)
 ref_col, tuned_col = st.columns(2)
 with ref_col:
     chart(ref_fig, "reference", point_key)
@@ -98,11 +94,11 @@ if data.tuned is not None:
                           index=None, key=point_key, placeholder="Type to search…",
                           format_func=lambda i: f"{data.texts[i][:100]} · {data.labels[i]}")
     if picked is not None:
-        found = compare.neighbours(data, picked)
+        found = neighbours(data, picked)
         st.markdown(f"**Picked** · {data.labels[picked]} · {data.split[picked]}")
         st.text(data.texts[picked])  # plain text: a user's "$" or "*" must not turn into markup
         st.caption(f"The fine-tuned model kept {found.overlap:.0%} of the reference model's "
-                   f"{compare.NEIGHBOURS} nearest neighbours (cosine, among the plotted texts).")
+                   f"{NEIGHBOURS} nearest neighbours (cosine, among the plotted texts).")
         left, right = st.columns(2)
         with left:
             st.markdown("**Reference** · kept or lost")

@@ -1,8 +1,8 @@
-"""Reference vs fine-tuned comparisons behind the Maps and Layers pages: which runs can be compared on a
-corpus, the data for the side-by-side maps, the neighbours of a selected point, and layer-wise curves.
+"""The Maps page's data: reference vs fine-tuned embeddings of a corpus drawn as aligned 2-D maps
+(docs/definitions.md, Aligned maps), their kNN accuracy, the map figures and the neighbours of a selected point.
 
-Everything heavy goes through the disk caches (core.models.encode.encode_cached, core.analysis.projection.cached_projection),
-so a page that only re-plots never re-encodes or re-projects.
+Everything heavy goes through the disk caches (core.models.encode.encode_cached,
+core.analysis.projection.cached_projection), so a page that only re-plots never re-encodes or re-projects.
 """
 
 from __future__ import annotations
@@ -16,23 +16,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.analysis import projection
-from core.analysis.plots import layer_curve_figure, map_figure
+from core.analysis.plots import map_figure
 from core.data.corpus import Corpus
-from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate_layers
+from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets
 from core.evaluation.metrics import knn_accuracy
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
-from core.runs.store import Run
 
 METHOD_NAMES = {"tsne": "t-SNE", "umap": "UMAP"}
 SETTINGS = EvalSettings()  # kNN k = 10, Euclidean: the same numbers as the Corpus and Runs pages
 NEIGHBOURS = 10
-
-
-# ---------------------------------------------------------------- runs
-
-
-# ---------------------------------------------------------------- maps
 
 
 @dataclass(frozen=True)
@@ -88,7 +81,7 @@ def _reference_map(emb: np.ndarray, method: str, seed: int) -> np.ndarray:
 
 def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points: int = 2000, seed: int = 0,
              progress: PhaseProgress | None = None) -> MapData:
-    """Embeddings, aligned 2-D maps (the fine-tuned one started from the reference one, §3.3b) and kNN
+    """Embeddings, aligned 2-D maps (the fine-tuned one started from the reference one) and kNN
     accuracy of both models; `tuned` None gives the reference map alone.
 
     Points are drawn from the evaluation's train rows and the test split, subsampled to `max_points`
@@ -171,34 +164,3 @@ def neighbours(data: MapData, index: int, k: int = NEIGHBOURS) -> Neighbours:
 
     return Neighbours(frame(changes["ref"], changes["ref_scores"], "lost"),
                       frame(changes["tuned"], changes["tuned_scores"], "new"), changes["overlap"])
-
-
-# ---------------------------------------------------------------- layers
-
-
-def layer_curves(models: dict[str, object], corpus: Corpus,
-                 progress: PhaseProgress | None = None) -> dict[str, list[float]]:
-    """kNN accuracy of every layer (0 = embeddings) per named model, from one cached forward pass per batch."""
-    out = {}
-    for name, model in models.items():
-        prefixed = (lambda label, done, total, name=name: progress(f"{name}: {label}", done, total)) \
-            if progress else None
-        out[name] = [p["knn_accuracy"] for p in evaluate_layers(model, corpus, SETTINGS, prefixed)]
-    return out
-
-
-def layers_figure(curves: dict[str, list[float]], runs: list[Run]) -> go.Figure:
-    """All curves on one plot with the runs' frozen layers shaded; runs frozen differently each get their
-    own (overlapping, so darker where more runs froze) band naming them."""
-    spans: dict[tuple[int, bool], list[str]] = {}
-    for run in runs:
-        span = (int(run.config.get("freeze_layers") or 0), bool(run.config.get("freeze_embeddings")))
-        if span != (0, False):
-            spans.setdefault(span, []).append(run.id)
-    if len(spans) <= 1:
-        return layer_curve_figure(curves, *next(iter(spans), (0, False)))
-    fig = layer_curve_figure(curves)
-    for (layers, embeddings), ids in spans.items():
-        fig.add_vrect(x0=-0.5 if embeddings else 0.5, x1=layers + 0.5, fillcolor="grey", opacity=0.1,
-                      line_width=0, annotation_text=f"frozen in {', '.join(ids)}", annotation_position="top right")
-    return fig

@@ -3,11 +3,10 @@
 import streamlit as st
 
 import ui
-from core.analysis import compare
+from core.analysis.layers import layer_curves, layers_figure
 from core.runs.labels import run_label, run_reference
 from ui.run_picker import pick_runs
 
-ui.page_setup("Layers", ":material/stacked_line_chart:")
 st.title("Layers")
 st.caption("Each point classifies the test texts by the majority label of their 10 nearest training texts, "
            "using the mean-pooled output of that layer (0 = the embedding layer). Where a fine-tuned curve "
@@ -25,14 +24,10 @@ curves = ui.state.session_cache("layer_curves")  # (corpus, model) -> accuracies
 missing = {label: name for label, name in models.items() if (corpus.fingerprint, name) not in curves}
 if missing:
     with ui.guard("Computing the layer curves"), ui.progress_bar("Loading the models…") as bar:
-        found = compare.layer_curves({label: ui.get_model(name) for label, name in missing.items()}, corpus, bar)
+        found = layer_curves({label: ui.get_model(name) for label, name in missing.items()}, corpus, bar)
         curves |= {(corpus.fingerprint, missing[label]): accs for label, accs in found.items()}
 
 shown = {label: curves[(corpus.fingerprint, name)] for label, name in models.items()
          if (corpus.fingerprint, name) in curves}
 if shown:
-    fig = compare.layers_figure(shown, runs)
-    st.plotly_chart(fig, key="layers_chart")
-    st.download_button("Download as HTML", data=lambda: fig.to_html(include_plotlyjs=True),
-                       file_name="layer_curves.html", mime="text/html", key="layers_chart:html", on_click="ignore",
-                       icon=":material/download:", type="tertiary")
+    ui.plot(layers_figure(shown, runs), "layer_curves", key="layers_chart")

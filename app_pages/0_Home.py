@@ -1,0 +1,30 @@
+"""Home page: what the app does, what this session works on, and where to go next."""
+
+import streamlit as st
+
+import ui
+
+st.title("ContrastLab")
+st.markdown(
+    "Fine-tune a sentence-embedding model on your own labelled corpus with contrastive objectives, then "
+    "**see what the fine-tuning did**: whether the classes now separate, whether the model kept its general "
+    "sense of meaning, which layers changed and where its attention goes. Every result compares the "
+    "fine-tuned model with its frozen reference and can be reproduced headless with `python -m core`."
+)
+
+corpus = ui.state.corpus()
+cards = st.columns([2.2, 1, 1, 1.8, 1])
+if corpus is not None:
+    cards[0].metric("Corpus", corpus.name, border=True, help=f"Split: {corpus.report.split_source}")
+    cards[1].metric("Texts", f"{len(corpus.train_texts) + len(corpus.test_texts):,}", border=True,
+                    help=f"{len(corpus.train_texts):,} train, {len(corpus.test_texts):,} {corpus.target_split}")
+    cards[2].metric("Classes", len(corpus.classes), border=True, help=", ".join(corpus.classes))
+cards[3].metric("Reference model", ui.model_label(ui.state.model_name()), border=True, help=ui.state.model_name())
+cards[4].metric("Device", ui.device(), border=True)
+
+st.subheader("Workflow")
+for step in (*ui.nav.WORKFLOW, ui.nav.DEFINITIONS):
+    link, blurb = st.columns([1, 3], vertical_alignment="center")
+    with link:
+        ui.nav.link(step)
+    blurb.caption(step.blurb)

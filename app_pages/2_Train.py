@@ -1,0 +1,231 @@
+"""Train page: choose a recipe, its margin, the examples and the budget (widgets generated from the recipe's
+and the general settings' schema); preview the examples; start a background run (or a margin sweep) and watch
+it live. The run belongs to a worker process, so a reload or a second tab shows the same run."""
+
+import streamlit as st
+
+import ui
+from core.data.corpus import demo_documents_path, detect_columns, persist_table, read_table
+from core.errors import UserError
+from core.jobs.sweep import sweep_config
+from core.training.config import GENERAL_PARAMS, TrainConfig, general_default
+from core.training.params import Param
+from core.training.recipe import Recipe
+from core.training.recipes import RECIPES
+from ui import run_control, run_panel
+
+GROUPS = {"Supervised": False, "Self-supervised": True}
+DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
+PREVIEW_ROWS = 20
+BUDGET = (("epochs", "batch_size", "lr", "warmup_ratio"), ("seed", "max_steps", "eval_every", "pooling"),
+          ("freeze_layers", "precision", "freeze_embeddings"))
+KEYS = {"mine_k": "k", "batch_size": "batch", "warmup_ratio": "warmup", "documents": "docs"}  # widget keys kept
+
+store = ui.run_store()
+shown = run_control.current_run(store)
+st.title("Train")
+st.caption("Fine-tune a copy of the reference model in a background process. Supervised recipes train on "
+           "examples mined from the labels with the frozen reference model; self-supervised ones on crops "
+           "of multi-sentence documents.")
+
+
+def _keep(key: str) -> dict:
+    """Widget key arguments: the value survives a visit to another page."""
+    return {"key": f"train:{key}", "persist_state": "session"}
+
+
+def choose_recipe() -> Recipe:
+    group = st.segmented_control("Objective", list(GROUPS), default="Supervised", required=True, **_keep("group"))
+    names = [name for name, r in RECIPES.items() if r.self_supervised == GROUPS[group]]
+    name = st.selectbox("Recipe", names, format_func=lambda n: RECIPES[n].title, **_keep(f"recipe:{group}"))
+    return RECIPES[name]
+
+
+def documents_path(source: str) -> str | None:
+    """The documents setting for the chosen source (None: the current corpus's texts)."""
+    if source == DOC_SOURCES[0]:
+        return str(demo_documents_path())
+    if source == DOC_SOURCES[1]:
+        return None
+    file = st.file_uploader("Documents table (a text column of multi-sentence documents, and a label column)",
+                            type=["csv", "tsv", "jsonl", "parquet"])
+    if file is None:
+        raise UserError("Upload a documents file, or choose the demo documents.")
+    df, _warnings = read_table(file.getvalue(), file.name)
+    return str(persist_table(df, detect_columns(df)))
+
+
+def widget(param: Param, key: str, default: object, where=st, label: str | None = None) -> object:
+    """The widget for one setting, from its schema: a checkbox, a choice, the knob's presets (a typed value is
+    accepted), a documents source, or a number box within the setting's bounds; returns the parsed value."""
+    label = label or param.label
+    if param.type is bool:
+        return where.checkbox(label, value=default, help=param.help, **_keep(key))
+    if param.choices:
+        return where.selectbox(label, param.choices, index=param.choices.index(default), help=param.help,
+                               **_keep(key))
+    if param.presets:
+        options = sorted({*param.presets, default})
+        value = where.selectbox(label, options, index=options.index(default), format_func=lambda m: f"{m:g}",
+                                accept_new_options=True, help=param.help, **_keep(key))
+        return param.parse(value)
+    if param.file:
+        return documents_path(where.radio(label, DOC_SOURCES, horizontal=True, help=param.help, **_keep(key)))
+    number = param.type
+    closed = {"min_value": None if param.low is None or param.low_open else number(param.low),
+              "max_value": None if param.high is None or param.high_open else number(param.high)}
+    value = where.number_input(label, value=number(default), step=number(param.step) if param.step else None,
+                               help=param.help, **closed, **param.widget, **_keep(key))
+    return param.parse(value)
+
+
+def key_of(name: str, recipe: Recipe) -> str:
+    """A setting's widget key: the knob's is per recipe (its default and presets are), a budget setting that some
+    recipes override is per objective group, the others are shared."""
+    if name == recipe.knob:
+        return f"{name}:{recipe.name}"
+    if any(name in r.budget for r in RECIPES.values()):
+        return f"{KEYS.get(name, name)}:{'ss' if recipe.self_supervised else 'sup'}"
+    return KEYS.get(name, name)
+
+
+def choose_knob(recipe: Recipe) -> dict:
+    """The recipe's knob (margin or scale) and its other choices; a caption when it has no knob."""
+    if recipe.knob is None:
+        st.caption(f"{recipe.title} has no margin to set.")
+    return {p.name: widget(p, key_of(p.name, recipe), p.default) for p in recipe.params
+            if p.name == recipe.knob or p.choices}
+
+
+def choose_examples(recipe: Recipe) -> dict:
+    """The recipe's other settings (mining, or documents and crops) and the number of examples."""
+    params = [p for p in recipe.params if p.name != recipe.knob and not p.choices]
+    fields = {p.name: widget(p, key_of(p.name, recipe), p.default) for p in params if p.file}
+    numbers = [p for p in params if not p.file]
+    columns = st.columns(len(numbers) + 1)
+    fields |= {p.name: widget(p, key_of(p.name, recipe), p.default, col) for p, col in zip(numbers, columns)}
+    examples = GENERAL_PARAMS["examples"]
+    fields["examples"] = widget(examples, "pairs" if recipe.self_supervised else "examples",
+                                general_default("examples", recipe), columns[-1],
+                                "Pairs (N)" if recipe.self_supervised else examples.label)
+    return fields
+
+
+def choose_budget(recipe: Recipe) -> dict:
+    fields = {}
+    for row in BUDGET:
+        for name, col in zip(row, st.columns(4)):
+            if GENERAL_PARAMS[name].type is bool:
+                col.space("small")
+            fields[name] = widget(GENERAL_PARAMS[name], key_of(name, recipe), general_default(name, recipe), col)
+    return fields
+
+
+def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
+    """Mine (or crop) with the current settings when asked; counts and the first rows stay until a setting
+    that changes the examples changes."""
+    corpus = ui.state.corpus()
+    model = ui.state.model_name()
+    key = (corpus.fingerprint, model, recipe.name, fields["examples"], fields["seed"],
+           *(fields[p.name] for p in recipe.params if p.name != recipe.knob))
+    cache = ui.state.session_cache("example_preview")
+    if clicked:
+        with ui.guard("Preparing the examples"), ui.progress_bar("Loading the reference model…") as bar:
+            cfg = TrainConfig(corpus=corpus.name, **fields)
+            reference = None if recipe.self_supervised else ui.get_model()
+            dataset, stats = recipe.build_examples(cfg, corpus, reference,
+                                                   progress=lambda d, t: bar("Encoding with the reference model",
+                                                                             d, t))
+            cache.clear()
+            cache[key] = stats, dataset.select(range(min(PREVIEW_ROWS, len(dataset)))).to_pandas()
+    if key not in cache:
+        return
+    stats, frame = cache[key]
+    cards = st.columns(4)
+    if recipe.self_supervised:
+        cards[0].metric("Documents", f"{stats['documents']:,}", border=True)
+        cards[1].metric("Skipped documents", f"{stats['skipped_docs']:,}", border=True,
+                        help="Too few sentences of 100-250 characters to form the chunks.")
+        cards[2].metric("Pairs used", f"{stats['examples']:,}", border=True)
+    else:
+        cards[0].metric("Available", f"{stats['available']:,}", border=True,
+                        help=f"{stats['format']} examples mined, after removing repeats.")
+        cards[1].metric("Used (N)", f"{stats['examples']:,}", border=True)
+        cards[2].metric("Anchors", f"{stats['anchors']:,}", border=True)
+        cards[3].metric("Removed by threshold", f"{stats['anchors_removed_by_threshold']:,}", border=True,
+                        help=f"Anchors with no same-label or no other-label neighbour at cosine >= "
+                             f"{stats['threshold']:g}: {stats['anchors_without_positive']:,} without a positive, "
+                             f"{stats['anchors_without_negative']:,} without a negative.")
+    st.caption(f"First {len(frame)} of {stats['examples']:,}")
+    st.dataframe(frame, hide_index=True)
+
+
+def sweep_panel(recipe: Recipe, base: dict | None) -> None:
+    knob = recipe.knob_param
+    with st.expander("Margin sweep", icon=":material/tune:"):
+        if knob is None:
+            st.caption(f"{recipe.title} has no margin to sweep.")
+            return
+        name = knob.label.lower()
+        st.caption(f"Trains and evaluates one run per {name} with the settings above, one after "
+                   "another in one background process; mining and the reference evaluation happen once.")
+        typed = st.text_input(f"{knob.label}s (comma-separated)", value=", ".join(f"{m:g}" for m in knob.presets),
+                              key=f"train:sweep:{recipe.name}")
+        if st.button("Start sweep", icon=":material/play_arrow:", disabled=base is None, key="train:sweep:start"):
+            with ui.guard("Starting the sweep") as outcome:
+                run_control.start_run("sweep", sweep_config({**run_control.corpus_fields(), **base}, [recipe.name],
+                                                            knob.parse_list(typed)))
+            if not outcome.failed:
+                st.rerun()
+
+
+corpus = ui.state.corpus()
+if corpus is None:
+    st.info("No corpus is loaded yet; load one on the Corpus page first.")
+    st.page_link("app_pages/1_Corpus.py", label="Go to the Corpus page", icon=":material/table_view:")
+    st.stop()
+
+fields: dict | None = {}
+recipe_box, examples_box = st.columns([2, 3])
+with recipe_box.container(border=True):
+    st.markdown("**Recipe**")
+    recipe = choose_recipe()
+    with ui.guard("Reading the margin") as margin_check:
+        fields.update(choose_knob(recipe))
+with examples_box.container(border=True):
+    st.markdown("**Documents**" if recipe.self_supervised else "**Mining**")
+    with ui.guard("Reading the documents") as examples_check:
+        fields.update(choose_examples(recipe))
+    preview = st.button("Preview crops" if recipe.self_supervised else "Preview examples", icon=":material/preview:",
+                        key="train:preview", disabled=examples_check.failed)
+preview_area = st.container()  # filled below: the examples depend on the budget's seed too
+with st.container(border=True):
+    st.markdown("**Budget**")
+    with ui.guard("Reading the budget") as budget_check:
+        fields.update(choose_budget(recipe))
+if margin_check.failed or examples_check.failed or budget_check.failed:
+    fields = None
+else:
+    model = ui.state.model_name()
+    fields.update(model=model, reference=model, recipe=recipe.name)
+    with preview_area:
+        show_preview(recipe, fields, preview)
+
+busy = shown is not None and shown.active
+with ui.guard("Preparing a worker"):
+    run_control.keep_warm()
+start_col, sweep_col = st.columns([1, 3])
+if start_col.button("Start training", type="primary", icon=":material/play_arrow:", disabled=fields is None or busy,
+                    help="The shown run is still going; cancel it or wait." if busy else None):
+    with ui.guard("Starting the run") as outcome:
+        run_control.start_run("train", TrainConfig.from_dict({**run_control.corpus_fields(), **fields}).to_dict())
+    if not outcome.failed:
+        st.rerun()
+with sweep_col:
+    sweep_panel(recipe, None if busy else fields)
+
+st.subheader("Run")
+if shown is None:
+    st.info("No run selected. Start one above; finished runs are listed on the Runs & export page.")
+else:
+    run_panel.live_run(store, shown.id)

@@ -1,0 +1,137 @@
+"""A run's configuration: the general settings (corpus, models, budget, freezing, pooling, precision,
+evaluation, device) and the chosen recipe's own, described once as Params and validated in one place for the
+CLI, the Train page, config files and sweeps. Saved flat ({"corpus": ..., "recipe": "triplet", "margin": 0.1,
+...}) as YAML / JSON next to every run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.errors import UserError
+from core.models.loading import DEFAULT_MODEL
+from core.training.params import Param
+from core.training.recipe import Recipe
+from core.training.recipes import get_recipe, recipe_params
+
+POOLINGS = ("model", "mean", "cls", "max", "ata")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+GENERAL: tuple[Param, ...] = (
+    Param("corpus", str, None, "Corpus", "CSV / TSV / JSONL / Parquet file with a text and a label column."),
+    Param("text_col", str, None, "Text column", "Detected when not given.", optional=True),
+    Param("label_col", str, None, "Label column", "Detected when not given.", optional=True),
+    Param("split_col", str, None, "Split column", "Detected when not given.", optional=True),
+    Param("model", str, DEFAULT_MODEL, "Model", "Local directory, packaged name or hub id."),
+    Param("reference", str, None, "Reference model", "Frozen model for mining and S@k (default: the base model).",
+          optional=True),
+    Param("recipe", str, "triplet", "Recipe", "The training objective (core.training.recipes)."),
+    Param("examples", int, 2000, "Examples (N)", "Subsampled deterministically (seed) from all mined examples.",
+          low=1, high=1_000_000, step=500),
+    Param("epochs", float, 1.0, "Epochs", "Passes over the examples.", low=0.0, low_open=True, high=100.0, step=0.5),
+    Param("max_steps", int, 0, "Max steps (0 = all)", "Stop after this many batches, e.g. to compare crops by "
+          "batch count.", low=0, high=10**7),
+    Param("batch_size", int, 32, "Batch size", "Examples per optimiser step.", low=2, high=4096),
+    Param("lr", float, 3e-5, "Learning rate", "Peak learning rate after warm-up.", low=0.0, low_open=True, high=1.0,
+          step=1e-5, widget={"format": "%.1e"}),
+    Param("warmup_ratio", float, 0.1, "Warm-up ratio", "Share of the steps spent warming up the learning rate.",
+          low=0.0, high=1.0, high_open=True, step=0.05),
+    Param("seed", int, 0, "Seed", "Seeds the subsample, the data order and the initialisation.", low=0,
+          high=2**31 - 1),
+    Param("freeze_embeddings", bool, False, "Freeze embeddings", "Keep the token embedding layer fixed."),
+    Param("freeze_layers", int, 0, "Freeze first n layers", "Keep the first n transformer layers fixed.", low=0,
+          high=100),
+    Param("pooling", str, "model", "Pooling", "'model' keeps the model's own pooling; 'ata' is anchor-token-aware "
+          "pooling (see docs/definitions.md, ATA pooling).", choices=POOLINGS),
+    Param("precision", str, "auto", "Precision", "fp16 / bf16 apply on a CUDA GPU only.", choices=PRECISIONS),
+    Param("eval_every", int, 0, "Evaluate every n steps (0 = off)", "P@k, S@k and kNN during training: the "
+          "evaluation curve. Each evaluation encodes the test and pool texts.", low=0, high=10**6),
+    Param("eval_k", int, 16, "k", "Retrieval depth of P@k / S@k.", low=1, high=1000),
+    Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True),
+)
+GENERAL_PARAMS: dict[str, Param] = {p.name: p for p in GENERAL}
+
+
+def general_default(name: str, recipe: Recipe) -> object:
+    """A general setting's default for this recipe (self-supervised recipes train with their own budget)."""
+    return recipe.budget.get(name, GENERAL_PARAMS[name].default)
+
+
+def for_recipe(data: dict, recipe: str) -> dict:
+    """The settings of `data` that apply to `recipe`: the general ones and the recipe's own (for a sweep over
+    recipes, or a config file whose recipe is overridden)."""
+    own = {p.name for p in get_recipe(recipe).params}
+    return {k: v for k, v in data.items() if k in GENERAL_PARAMS or k in own} | {"recipe": recipe}
+
+
+def _checked(data: dict) -> dict:
+    """Every setting parsed, defaults filled in, or a one-line UserError."""
+    recipe = get_recipe(GENERAL_PARAMS["recipe"].parse(data.get("recipe", "triplet")))
+    others = recipe_params()
+    unknown = sorted(set(data) - set(GENERAL_PARAMS) - set(others))
+    if unknown:
+        raise UserError(f"Unknown config keys: {', '.join(unknown)}.")
+    own = {p.name: p for p in recipe.params}
+    data = dict(data)
+    for key in [k for k in data if k not in GENERAL_PARAMS]:
+        # Configs saved before held every recipe's settings, None meaning "the recipe's default": drop those.
+        legacy = data[key] is None or (key not in own and any(data[key] == p.default for _r, p in others[key]))
+        if legacy:
+            del data[key]
+        elif key not in own:
+            raise UserError(f"{key} is not a setting of {recipe.name} (its settings: "
+                            f"{', '.join(own) or 'none'}).")
+    if data.get("corpus") is None:
+        raise UserError("The config needs a 'corpus' path.")
+    checked = {p.name: p.parse(data.get(p.name, general_default(p.name, recipe))) for p in GENERAL}
+    checked["recipe"] = recipe.name
+    return checked | {p.name: p.parse(data.get(p.name, p.default)) for p in recipe.params}
+
+
+class TrainConfig:
+    """Everything needed to reproduce a run; valid by construction. Settings read as attributes
+    (cfg.batch_size, cfg.margin); a setting the recipe does not have is an AttributeError."""
+
+    def __init__(self, **settings: object) -> None:
+        self.__dict__["settings"] = _checked(settings)
+
+    def __getattr__(self, name: str) -> object:
+        try:
+            return self.__dict__["settings"][name]
+        except KeyError:
+            raise AttributeError(f"{name} is not a setting of this config") from None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("TrainConfig is immutable; build a new one with TrainConfig(**{**cfg.to_dict(), ...})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TrainConfig) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"TrainConfig({self.to_dict()!r})"
+
+    @property
+    def recipe_settings(self) -> dict:
+        """The recipe's own settings (model card, labels)."""
+        return {p.name: self.settings[p.name] for p in get_recipe(self.recipe).params}
+
+    def to_dict(self) -> dict:
+        return dict(self.settings)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        return cls(**data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TrainConfig:
+        import yaml  # only for --config; keeps the CLI's start-up light
+
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise UserError(f"Could not read config {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise UserError(f"Config {path} must hold a mapping of settings.")
+        return cls.from_dict(data)

@@ -1,0 +1,52 @@
+"""The dataset builders a recipe chooses from: examples mined with the frozen reference model (supervised) or
+pairs cut from multi-sentence documents (self-supervised). Each returns (datasets.Dataset, stats).
+
+Data, mining and evaluation are imported inside the builders: they load torch and FAISS, and the recipe registry
+that names these builders is read by the CLI and the pages long before any example is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from core.errors import UserError
+
+Progress = Callable[[int, int], None]
+
+
+def mined_examples(cfg, corpus, reference, fmt: str, progress: Progress | None = None):
+    """Label-aware examples in format `fmt` (core.data.mining), subsampled deterministically to cfg.examples."""
+    from core.data.mining import MiningSettings
+
+    settings = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
+    examples = mine_train_sample(reference, corpus, fmt, settings, progress)
+    return examples.to_dataset(), examples.stats
+
+
+def document_pairs(cfg, corpus, _reference, fmt: str, _progress: Progress | None = None):
+    """Two crops ("crop") or the same crop twice ("dropout") of each multi-sentence document."""
+    from core.data.corpus import load_documents
+    from core.data.crops import crop_pairs, dropout_pairs, to_dataset
+
+    # The corpus's own train split keeps its test texts unseen; a separate documents file is used whole.
+    texts = load_documents(cfg.documents) if cfg.documents else corpus.train_texts
+    make = crop_pairs if fmt == "crop" else dropout_pairs
+    pairs = make(texts, t=cfg.crop_t, seed=cfg.seed, pairs_per_doc=cfg.pairs_per_doc)
+    if len(pairs.anchors) == 0:
+        raise UserError("No document has two chunks of sentences of 100-250 characters; crops need "
+                        "multi-sentence documents (pass --documents).")
+    dataset = to_dataset(pairs)
+    if len(dataset) > cfg.examples:
+        dataset = dataset.shuffle(seed=cfg.seed).select(range(cfg.examples))
+    stats = {"format": fmt, "documents": pairs.n_docs, "skipped_docs": pairs.skipped_docs, "examples": len(dataset)}
+    return dataset, stats
+
+
+def mine_train_sample(reference, corpus, fmt: str, settings, progress: Progress | None = None):
+    """Mine among the train sample the evaluation encodes (all train rows up to knn_train_max), so the
+    reference embeddings come from the cache instead of a second pass over a large corpus."""
+    from core.data.mining import mine
+    from core.evaluation.evaluate import EvalSettings, eval_sets
+
+    sets = eval_sets(corpus, EvalSettings())
+    return mine(reference, sets.train_texts, sets.train_labels, fmt, settings, corpus_fp=sets.key, progress=progress)

@@ -1,0 +1,58 @@
+"""What one training objective declares, so the trainer, CLI, Train page, sweeps, labels and model card need
+nothing else: its settings, its knob, how its examples are built, its loss, batch sampler, budget defaults and
+extra trainer callbacks. Built-in recipes live in ``supervised`` and ``self_supervised``; ``recipes`` registers them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from core.training.examples import mined_examples
+from core.training.params import Param
+
+
+def no_callbacks(_cfg) -> list:
+    return []
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    title: str
+    example_format: str  # a core.data.mining format, or "crop" / "dropout" for document pairs
+    loss: Callable  # (model, TrainConfig) -> a sentence-transformers loss module
+    params: tuple[Param, ...] = ()  # the recipe's own settings, next to the general ones of core.training.config
+    knob: str | None = None  # the param that sweeps, the trade-off page and run labels vary (a margin or scale)
+    examples: Callable = mined_examples  # (cfg, corpus, reference, format, progress) -> (Dataset, stats)
+    batch_sampler: str = "batch_sampler"  # a sentence_transformers BatchSamplers value
+    budget: dict = field(default_factory=dict)  # general settings whose default differs for this recipe
+    callbacks: Callable = no_callbacks  # (cfg) -> extra transformers TrainerCallbacks
+    self_supervised: bool = False
+
+    def param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
+
+    @property
+    def knob_param(self) -> Param | None:
+        return self.param(self.knob) if self.knob else None
+
+    def build_examples(self, cfg, corpus, reference, progress=None):
+        """(datasets.Dataset, stats) for cfg; `reference` is the frozen model mining uses (None is fine for
+        self-supervised recipes)."""
+        return self.examples(cfg, corpus, reference, self.example_format, progress)
+
+    def build_loss(self, model, cfg):
+        return self.loss(model, cfg)
+
+
+def knob(name: str, label: str, default: float, presets: tuple[float, ...], help: str) -> Param:
+    """A margin or scale: a non-negative number, offered as presets that accept a typed value."""
+    return Param(name, float, default, label, help, low=0.0, presets=presets)
+
+
+MINING = (
+    Param("mine_k", int, 5, "Neighbours (k)", "Nearest same-label and other-label neighbours per anchor.",
+          low=1, high=100),
+    Param("threshold", float, 0.5, "Cosine threshold", "Neighbours below it are not used.", low=-1.0, high=1.0,
+          step=0.05),
+)

@@ -1,0 +1,167 @@
+"""One run on a page: status, live progress, outcome, before/after metrics and curves, and its cancel button."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.analysis.plots import loss_curve_figure
+from core.evaluation.headline import HEADLINE
+from core.jobs.process import LOG_NAME
+from core.jobs.sweep import cancel
+from core.runs.export import safe_name
+from core.runs.labels import duration_s, knob_text, recipe_text
+from core.runs.store import Run, RunStore
+from ui.charts import plot
+from ui.feedback import guard
+from ui.run_control import get_run
+from ui.run_tables import runs_table
+
+REFRESH_S = 1.0  # the live panel polls the database this often; the worker flushes every 0.25 s
+STATUS_BADGE = {  # status -> (markdown badge colour, material icon)
+    "queued": ("gray", ":material/schedule:"),
+    "running": ("blue", ":material/autorenew:"),
+    "done": ("green", ":material/check_circle:"),
+    "failed": ("red", ":material/error:"),
+    "cancelled": ("orange", ":material/cancel:"),
+}
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def status_line(run: Run) -> None:
+    """Status badge, kind, recipe and margin, timing: what the run is at a glance."""
+    colour, icon = STATUS_BADGE.get(run.status, ("gray", ":material/help:"))
+    status = "cancelling" if run.active and run.cancel_requested else run.status
+    parts = [f":{colour}-badge[{icon} {status}]", f"**{run.kind}** `{run.id}`"]
+    if recipe_text(run):
+        parts.append(f"recipe **{recipe_text(run)}**")
+    if knob_text(run):
+        parts.append(f"**{knob_text(run)}**")
+    if run.started is not None:
+        parts.append(f"{'running for' if run.active else 'took'} {fmt_seconds(duration_s(run))}")
+    st.markdown(" · ".join(parts))
+
+
+def progress_text(run: Run) -> tuple[float, str]:
+    """(fraction, text) for the run's progress bar: phase, step / total, ETA and examples/s."""
+    p = run.progress
+    if run.status == "queued":
+        return 0.0, "Waiting for the worker process to start…"
+    phase, step, total = p.get("phase") or "starting", p.get("step"), p.get("total")
+    text = phase
+    fraction = 0.0
+    if step is not None and total:
+        fraction = min(step / total, 1.0)
+        text += f": {step:,} / {total:,}"
+    if phase == "training":
+        if p.get("eta_s") is not None:
+            text += f" · about {fmt_seconds(p['eta_s'])} left"
+        if p.get("examples_per_s"):
+            text += f" · {p['examples_per_s']:,.0f} examples/s"
+    if run.cancel_requested:
+        text = "Cancelling… " + text
+    return fraction, text
+
+
+def metric_cards(before: dict | None, after: dict | None) -> None:
+    """The headline metrics after training, with the change from before as deltas (before only, while the
+    run is still training)."""
+    shown = after or before
+    if not shown:
+        return
+    k = shown.get("k", 16)
+    for card, metric in zip(st.columns(len(HEADLINE)), HEADLINE):
+        if shown.get(metric.key) is None:
+            continue
+        value, unit = metric.shown(shown[metric.key]), "%" if metric.percent else ""
+        base = before.get(metric.key) if after and before else None
+        card.metric(metric.short.format(k=k), f"{value:.1f}{unit}", border=True,
+                    delta=None if base is None else f"{value - metric.shown(base):+.1f}{unit}",
+                    help="Base model, before training." if not after else
+                    None if base is None else f"Before training: {metric.shown(base):.1f}{unit}.")
+
+
+def training_plot(run: Run, key: str) -> None:
+    """Loss curve with the evaluation curve (history) on a second axis, once there is something to draw."""
+    if not run.losses and not run.history:
+        if run.active:
+            st.caption("The loss curve appears here once the first training steps are logged.")
+        return
+    plot(loss_curve_figure(run.losses, run.history), safe_name(f"training-{run.id}"), key)
+
+
+def outcome(runs: RunStore, run: Run) -> None:
+    """How a finished run ended: metrics for done, the error line and log for failed, a note for cancelled."""
+    if run.status == "failed":
+        st.error(f"The run failed: {run.error or 'no error was recorded'}")
+        st.caption(f"Full log: `{runs.run_dir(run.id) / LOG_NAME}`")
+    elif run.status == "cancelled":
+        step, total = run.progress.get("step"), run.progress.get("total")
+        at = f" at step {step:,} of {total:,}" if step is not None and total else ""
+        st.warning(f"The run was cancelled{at}; no model was saved.", icon=":material/cancel:")
+    elif run.status == "done" and run.kind == "train":
+        metric_cards(run.metrics_before, run.metrics_after)
+        summary = run.progress.get("summary", {})
+        examples, timings = summary.get("examples", {}), summary.get("timings", {})
+        bits = [f"{examples['examples']:,} {examples.get('format', '')} examples" if "examples" in examples else "",
+                f"{summary['steps']:,} steps" if "steps" in summary else "",
+                f"training {fmt_seconds(timings['train_s'])}" if "train_s" in timings else "",
+                f"model: `{run.artefacts['model']}`" if "model" in run.artefacts else ""]
+        st.caption(" · ".join(b for b in bits if b))
+
+
+def cancel_button(runs: RunStore, run: Run, key: str) -> None:
+    """Ask an active run (and a sweep's children) to stop; the worker ends it as cancelled."""
+    if st.button("Cancel run", key=key, icon=":material/stop_circle:", disabled=run.cancel_requested,
+                 help="Stops after the current training step; nothing is saved."):
+        with guard("Cancelling the run"):
+            cancel(runs, run.id)
+
+
+def _draw(runs: RunStore, run: Run, key: str) -> None:
+    status_line(run)
+    if run.active:
+        fraction, text = progress_text(run)
+        st.progress(fraction, text=text)
+        cancel_button(runs, run, key=f"{key}:cancel:{run.id}")
+        if run.progress.get("metrics_before"):
+            st.caption("Base model, before training:")
+            metric_cards(run.progress["metrics_before"], None)
+    else:
+        outcome(runs, run)
+    if run.kind == "sweep":
+        children = runs.list(sweep_id=run.id, with_losses=False)
+        if children:
+            runs_table(children, key=f"{key}:children")
+        current = get_run(runs, run.progress.get("current_run")) if run.active else None
+        if current is not None and current.active:
+            st.markdown("**Current configuration**")
+            _draw(runs, current, key=f"{key}:child")
+    else:
+        training_plot(run, key=f"{key}:plot:{run.id}")
+
+
+def live_run(runs: RunStore, run_id: str, key: str = "live") -> None:
+    """The run's status, progress, curves and cancel button, refreshed every REFRESH_S seconds in a
+    fragment (the rest of the page does not rerun) while the run is active, and drawn once after."""
+    first = get_run(runs, run_id)
+    if first is None:
+        st.info("The selected run no longer exists; start a new one or pick one on the Runs page.")
+        return
+
+    @st.fragment(run_every=REFRESH_S if first.active else None)
+    def panel() -> None:
+        run = get_run(runs, run_id)
+        if run is None or run.active != first.active:
+            st.rerun()  # it ended (or vanished): redraw the page once, without the timer
+        _draw(runs, run, key)
+
+    panel()

@@ -1,0 +1,71 @@
+"""Many runs at once: the runs table, and two runs' metrics and settings side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core.evaluation.headline import HEADLINE
+from core.runs.labels import duration_s, knob_text, recipe_text
+from core.runs.store import Run
+
+
+def runs_frame(runs: Iterable[Run]) -> pd.DataFrame:
+    """One row per run for the runs table (after-training metrics; the run's config holds the rest)."""
+    rows = []
+    for r in runs:
+        after = r.metrics_after or {}
+        knn = after.get("knn_accuracy")
+        rows.append({
+            "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_text(r), "margin": knob_text(r),
+            "P@k": after.get("polarity"), "S@k": after.get("similarity"),
+            "kNN after": None if knn is None else 100 * knn, "duration": duration_s(r),
+            "sweep": r.sweep_id or "", "created": pd.Timestamp(r.created, unit="s", tz="UTC"),
+        })
+    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin", "P@k", "S@k", "kNN after",
+                                       "duration", "sweep", "created"])
+
+
+def runs_table(runs: Iterable[Run], key: str) -> None:
+    st.dataframe(runs_frame(runs), hide_index=True, key=key, column_config={
+        "P@k": st.column_config.NumberColumn(format="%.1f", help="Polarity after training (x100)."),
+        "S@k": st.column_config.NumberColumn(format="%.1f", help="Semantic similarity after training (x100)."),
+        "kNN after": st.column_config.NumberColumn(format="%.1f%%", help="kNN accuracy after training."),
+        "duration": st.column_config.NumberColumn(format="%.0f s", help="Wall time from start to finish."),
+        "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
+    })
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_diff(a: Run, b: Run) -> pd.DataFrame:
+    """The settings in which two runs differ (a sweep's base settings flattened as base.<key>)."""
+    fa, fb = _flat({"kind": a.kind, **a.config}), _flat({"kind": b.kind, **b.config})
+    keys = [k for k in dict.fromkeys([*fa, *fb]) if fa.get(k) != fb.get(k)]
+    return pd.DataFrame({"setting": keys, a.id: [_show(fa.get(k)) for k in keys],
+                         b.id: [_show(fb.get(k)) for k in keys]})
+
+
+def _show(value: Any) -> str:
+    return "–" if value is None else str(value)
+
+
+def metrics_frame(runs: Iterable[Run]) -> pd.DataFrame:
+    """Before and after headline metrics of each run side by side (percent), one row per metric."""
+    columns = {}
+    for run in runs:
+        for when, metrics in (("before", run.metrics_before), ("after", run.metrics_after)):
+            columns[f"{run.id} {when}"] = [
+                None if not metrics or metrics.get(m.key) is None else m.shown(metrics[m.key]) for m in HEADLINE]
+    return pd.DataFrame(columns, index=[m.short.format(k="k") for m in HEADLINE])
