@@ -20,12 +20,12 @@ def runs_frame(runs: Iterable[Run]) -> pd.DataFrame:
         after = r.metrics_after or {}
         knn = after.get("knn_accuracy")
         rows.append({
-            "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_text(r), "margin": knob_text(r),
+            "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_text(r), "margin / scale": knob_text(r),
             "P@k": after.get("polarity"), "S@k": after.get("similarity"),
             "kNN after": None if knn is None else 100 * knn, "duration": duration_s(r),
             "sweep": r.sweep_id or "", "created": pd.Timestamp(r.created, unit="s", tz="UTC"),
         })
-    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin", "P@k", "S@k", "kNN after",
+    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin / scale", "P@k", "S@k", "kNN after",
                                        "duration", "sweep", "created"])
 
 
