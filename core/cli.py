@@ -1,6 +1,9 @@
 """Headless CLI: the same code paths as the pages, progress bars on stderr, results on stdout.
 
 Every user error prints one line to stderr and exits with status 2.
+
+Corpus reading, evaluation and export are imported inside the commands that use them: they load pandas,
+scikit-learn or torch, and `python -m core runs` or a bad flag should answer at once.
 """
 
 from __future__ import annotations
@@ -8,10 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 
+from tqdm import tqdm
+
 from core.errors import UserError
+from core.jobs import launch
+from core.jobs.sweep import cancel, sweep_config
+from core.models.loading import load_model, resolve_model, setup_offline
 from core.runs.labels import knob_value
+from core.runs.store import RunStore
 from core.training.config import GENERAL, TrainConfig, for_recipe
 from core.training.params import Param
 from core.training.recipes import RECIPES, get_recipe, recipe_params
@@ -27,8 +37,6 @@ class TqdmPhases:
         self.bar = None
 
     def __call__(self, label: str, done: int, total: int) -> None:
-        from tqdm import tqdm
-
         if label != self.label:
             self.close()
             self.label = label
@@ -60,7 +68,6 @@ def _load_corpus(args):
 
 def cmd_evaluate(args) -> dict:
     from core.evaluation.evaluate import EvalSettings, evaluate
-    from core.models.loading import load_model
 
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
@@ -78,7 +85,6 @@ def cmd_evaluate(args) -> dict:
 
 def cmd_layers(args) -> dict:
     from core.evaluation.evaluate import EvalSettings, evaluate_layers
-    from core.models.loading import load_model
 
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
@@ -151,7 +157,6 @@ def train_config(args, overrides: dict | None = None) -> dict:
 def _check_inputs(cfg) -> None:
     """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once."""
     from core.data.corpus import load_corpus
-    from core.models.loading import resolve_model
 
     load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
     resolve_model(cfg.model)
@@ -161,12 +166,7 @@ def _check_inputs(cfg) -> None:
 
 def follow(store, run_id: str) -> object:
     """Start the run's worker process and show its progress until it ends; Ctrl-C cancels it."""
-    import time
 
-    from tqdm import tqdm
-
-    from core.jobs import launch
-    from core.jobs.sweep import cancel
 
     launch.start(store, run_id)
     bar, phase = None, None
@@ -220,7 +220,6 @@ class RunFailed(Exception):
 
 
 def cmd_train(args, overrides: dict | None = None) -> dict:
-    from core.runs.store import RunStore
 
     store = RunStore()
     run_id = store.create("train", train_config(args, overrides))
@@ -236,8 +235,6 @@ def cmd_crop(args) -> dict:
 
 
 def cmd_sweep(args) -> dict:
-    from core.jobs.sweep import sweep_config
-    from core.runs.store import RunStore
 
     base = train_config(args)
     recipes = [r.strip() for r in (args.recipes or base["recipe"]).split(",") if r.strip()]
@@ -257,7 +254,6 @@ def cmd_sweep(args) -> dict:
 
 
 def cmd_runs(args) -> dict:
-    from core.runs.store import RunStore
 
     store = RunStore()
     store.reap_orphans()
@@ -269,7 +265,6 @@ def cmd_runs(args) -> dict:
 
 def cmd_export(args) -> dict:
     from core.runs.export import export_run
-    from core.runs.store import RunStore
 
     return export_run(RunStore(), args.run_id, args.out, embeddings=not args.no_embeddings)
 
@@ -349,7 +344,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.models.loading import setup_offline
 
     setup_offline()
     args = build_parser().parse_args(argv)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from core.evaluation.headline import HEADLINE
 from core.evaluation.pareto import pareto_front
 
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Alphabet
@@ -211,27 +212,19 @@ def token_weight_bars(tokens: Sequence[str], weights_ref: Sequence[float],
     return fig
 
 
-EVAL_SERIES = {  # key in an evaluation point -> (legend name, factor to percent)
-    "polarity": ("P@k", 1.0),
-    "similarity": ("S@k", 1.0),
-    "knn_accuracy": ("kNN accuracy", 100.0),
-    "linear_accuracy": ("linear-probe accuracy", 100.0),
-}
-
-
 def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None) -> go.Figure:
     """Training loss by step; evaluation points (P@k, S@k, accuracies, all in %) on a second y axis."""
-    series = [key for key in EVAL_SERIES if any(key in e for e in evals or [])]
+    series = [m for m in HEADLINE if any(m.key in e for e in evals or [])]
     fig = make_subplots(specs=[[{"secondary_y": bool(series)}]])
     fig.add_trace(go.Scatter(
         x=[p["step"] for p in losses], y=[p["loss"] for p in losses], mode="lines", name="training loss",
         hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>",
     ), secondary_y=False)
-    for key in series:
-        name, factor = EVAL_SERIES[key]
-        pts = [e for e in evals if key in e]
+    for metric in series:
+        name = metric.short.format(k="k")
+        pts = [e for e in evals if metric.key in e]
         fig.add_trace(go.Scatter(
-            x=[e["step"] for e in pts], y=[e[key] * factor for e in pts], mode="lines+markers", name=name,
+            x=[e["step"] for e in pts], y=[metric.shown(e[metric.key]) for e in pts], mode="lines+markers", name=name,
             hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>",
         ), secondary_y=True)
     fig.update_layout(title="Training progress", hovermode="x unified")

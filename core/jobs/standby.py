@@ -22,9 +22,9 @@ from pathlib import Path
 from core.jobs.process import spawn
 from core.runs.store import RunStore, pid_alive
 
-# What a training or sweep run imports before its first step (core.training.trainer imports the rest lazily).
-WARM_MODULES = ("core.training.trainer", "core.jobs.sweep", "core.evaluation.evaluate", "core.data.mining", "core.models.loading",
-                "sentence_transformers", "transformers.trainer")
+# What a training or sweep run imports before its first step: the trainer module pulls in torch,
+# sentence-transformers and the Hugging Face trainer; mining adds FAISS.
+WARM_MODULES = ("core.training.trainer", "core.jobs.sweep", "core.data.mining")
 DEFAULT_IDLE_S = 900.0
 POLL_S = 0.05
 RUN_FILE = "{pid}.run"

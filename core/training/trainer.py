@@ -11,7 +11,18 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+import torch
+from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.base.sampler import BatchSamplers
+from sentence_transformers.sentence_transformer.modules import Pooling
+from transformers import PrinterCallback, TrainerCallback
+
+from core.data.corpus import load_corpus
 from core.errors import Cancelled, UserError
+from core.evaluation.evaluate import EvalSettings, evaluate
+from core.evaluation.evaluator import TradeoffEvaluator
+from core.models.ata import build_ata_model
+from core.models.loading import load_model
 from core.training.card import contrastlab_card_section
 from core.training.config import TrainConfig
 from core.training.recipes import get_recipe
@@ -54,11 +65,7 @@ def set_pooling(model, pooling: str):
     if pooling == "model":
         return model
     if pooling == "ata":
-        from core.models.ata import build_ata_model
-
         return build_ata_model(model)
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
     for i, module in enumerate(model):
         if isinstance(module, Pooling):
             model[i] = Pooling(model[0].get_embedding_dimension(), pooling_mode=pooling)
@@ -67,8 +74,6 @@ def set_pooling(model, pooling: str):
 
 
 def _precision_args(precision: str, device: str) -> dict:
-    import torch
-
     if not device.startswith("cuda"):
         return {}
     if precision == "auto":
@@ -80,8 +85,6 @@ def _precision_args(precision: str, device: str) -> dict:
 
 
 def _callback(reporter: Reporter):
-    from transformers import TrainerCallback
-
     class ReportCallback(TrainerCallback):
         """Progress, ETA, loss and cancel: checked after every optimiser step."""
 
@@ -119,10 +122,6 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
                  evaluator=None):
     """A plain SentenceTransformerTrainer; our additions are the progress callback, the recipe's batch sampler
     and callbacks, and an evaluator."""
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.base.sampler import BatchSamplers
-    from transformers import PrinterCallback
-
     recipe = get_recipe(cfg.recipe)
     steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)
     total = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
@@ -161,10 +160,6 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     The caller renames work_dir into place only when this returns, so a failed or cancelled run leaves
     nothing exportable. Raises Cancelled when the reporter asked to stop.
     """
-    from core.data.corpus import load_corpus
-    from core.evaluation.evaluate import EvalSettings, evaluate
-    from core.evaluation.evaluator import TradeoffEvaluator
-    from core.models.loading import load_model
 
     recipe = get_recipe(cfg.recipe)
     timings: dict[str, float] = {}
