@@ -67,8 +67,11 @@ def _load_corpus(args):
 
 
 def cmd_evaluate(args) -> dict:
+    from core.data.pairs import corpus_kind
     from core.evaluation.evaluate import EvalSettings, evaluate
 
+    if corpus_kind(args.corpus) == "pairs":
+        return _evaluate_pairs(args)
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
     reference = model if args.reference in (None, args.model) else load_model(args.reference, args.device)
@@ -80,7 +83,22 @@ def cmd_evaluate(args) -> dict:
         bars.close()
     result["reference"] = args.reference or result["model"]
     result["targets"] = corpus.target_split
+    result["kind"] = "labelled"
     return result
+
+
+def _evaluate_pairs(args) -> dict:
+    """A pair corpus (text1, text2, score) is judged by STS Spearman, not by P@k / S@k."""
+    from core.data.pairs import load_pairs
+    from core.evaluation.sts import sts_spearman
+
+    if args.text_col:
+        raise UserError("--text-col names the text column of a labelled corpus; a pair corpus reads its text1 and "
+                        "text2 columns.")
+    pairs = load_pairs(args.corpus, label_col=args.label_col, split_col=args.split_col)
+    model = load_model(args.model, args.device)
+    return {"kind": "pairs", "model": args.model or "all-MiniLM-L6-v2", "sts_spearman": sts_spearman(model, pairs),
+            "n_pairs": len(pairs.test), "target_split": pairs.target_split}
 
 
 def cmd_layers(args) -> dict:
@@ -97,6 +115,11 @@ def cmd_layers(args) -> dict:
 
 
 def _print_evaluate(r: dict) -> None:
+    if r["kind"] == "pairs":
+        print(f"pair corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_pairs']} pairs)")
+        value = r["sts_spearman"]
+        print("no score column, so no STS Spearman" if value is None else f"STS Spearman x100 {value:.2f}")
+        return
     print(f"model {r['model']}  (S judged by {r['reference']}; targets: {r['targets']}, n={r['n_queries']}, pool={r['n_pool']})")
     print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f})   S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f})")
     print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})   linear probe {r.get('linear_accuracy', float('nan')):.3f}")

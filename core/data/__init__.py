@@ -2,6 +2,7 @@
 
 - ``corpus``: labelled corpora (read CSV / TSV / JSONL / Parquet / pasted tables, detect columns, validation
   report, deterministic split): ``load_corpus``, ``build_corpus``, ``Corpus``, ``persist_table``.
+- ``pairs``: pair corpora (text1, text2, score and / or NLI label): ``load_pairs``, ``PairCorpus``, ``corpus_kind``.
 - ``crops``: self-supervised pairs from multi-sentence documents: ``crop_pairs``, ``dropout_pairs``.
 - ``mining``: label-aware examples mined with a frozen reference model: ``mine``, ``MiningSettings``,
   ``active_share``.

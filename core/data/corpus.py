@@ -259,9 +259,9 @@ def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str
                    split_col: str | None = None) -> Columns:
     """Explicit names win; otherwise well-known names, then the only column that can fit."""
     names = [str(c) for c in df.columns]
-    text = _resolve(names, text_col, "text") if text_col else None
-    label = _resolve(names, label_col, "label") if label_col else None
-    split = _resolve(names, split_col, "split") if split_col else None
+    text = resolve_column(names, text_col, "text") if text_col else None
+    label = resolve_column(names, label_col, "label") if label_col else None
+    split = resolve_column(names, split_col, "split") if split_col else None
     if split is None:
         split = next((c for c in _known(names, SPLIT_NAMES, {text, label}) if _has_train(df[c])), None)
     label = label or next(iter(_known(names, LABEL_NAMES, {text, split})), None)
@@ -278,7 +278,7 @@ def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str
     return Columns(text=text, label=label, split=split if split not in (text, label) else None)
 
 
-def _resolve(names: list[str], wanted: str, role: str) -> str:
+def resolve_column(names: list[str], wanted: str, role: str) -> str:
     if wanted in names:
         return wanted
     folded = [n for n in names if n.lower() == wanted.strip().lower()]
@@ -327,13 +327,13 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
         if col is not None and col not in df.columns:
             raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
     warnings = list(warnings or [])
-    texts = _clean_texts(df[columns.text], columns.text)
+    texts = clean_texts(df[columns.text], columns.text)
     labels = _clean_labels(df[columns.label], columns.label)
     empty = texts.eq("").to_numpy()
     missing = labels.isna().to_numpy() & ~empty
     keep = ~empty & ~missing
     texts, labels = texts[keep].reset_index(drop=True), labels[keep].reset_index(drop=True).astype(str)
-    splits = _clean_splits(df[columns.split])[keep].reset_index(drop=True) if columns.split else None
+    splits = clean_splits(df[columns.split])[keep].reset_index(drop=True) if columns.split else None
 
     dup_mask = texts.duplicated().to_numpy()
     warnings += _duplicate_warnings(texts, labels)
@@ -372,23 +372,23 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
                   target_split=target_split, report=report)
 
 
-def _clean_texts(series: pd.Series, col: str) -> pd.Series:
+def clean_texts(series: pd.Series, col: str) -> pd.Series:
     if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
         raise UserError(f"Column '{col}' holds numbers, not texts; pass --text-col with the column that holds the texts.")
     _reject_nested(series, col)
-    return series.map(lambda v: "" if _missing(v) else str(v).strip()).astype(object)
+    return series.map(lambda v: "" if is_missing(v) else str(v).strip()).astype(object)
 
 
 def _clean_labels(series: pd.Series, col: str) -> pd.Series:
     """Labels as strings (None where missing); whole-number floats such as 1.0 become "1"."""
     _reject_nested(series, col)
     if pd.api.types.is_bool_dtype(series):
-        return series.map(lambda v: None if _missing(v) else str(bool(v))).astype(object)
+        return series.map(lambda v: None if is_missing(v) else str(bool(v))).astype(object)
     if pd.api.types.is_integer_dtype(series):  # kept exact: floats would round ids beyond 2**53
-        return series.map(lambda v: None if _missing(v) else str(int(v))).astype(object)
+        return series.map(lambda v: None if is_missing(v) else str(int(v))).astype(object)
     if pd.api.types.is_numeric_dtype(series):
         return _numeric_labels(series.astype(float), col)
-    as_str = series.map(lambda v: None if _missing(v) or str(v).strip() == "" else str(v).strip()).astype(object)
+    as_str = series.map(lambda v: None if is_missing(v) or str(v).strip() == "" else str(v).strip()).astype(object)
     present = as_str.notna()
     numbers = pd.to_numeric(as_str[present], errors="coerce")
     if present.any() and numbers.notna().all():
@@ -405,11 +405,11 @@ def _numeric_labels(values: pd.Series, col: str) -> pd.Series:
     return values.map(lambda v: None if math.isnan(v) else str(int(v))).astype(object)
 
 
-def _clean_splits(series: pd.Series) -> pd.Series:
-    return series.map(lambda v: "" if _missing(v) else str(v).strip().lower()).astype(object)
+def clean_splits(series: pd.Series) -> pd.Series:
+    return series.map(lambda v: "" if is_missing(v) else str(v).strip().lower()).astype(object)
 
 
-def _missing(value) -> bool:
+def is_missing(value) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
@@ -498,7 +498,7 @@ def load_corpus(path: str | Path, text_col: str | None = None, label_col: str | 
                 max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
     """Read, detect columns and build in one call, as the CLI and the demo button do."""
     path = Path(path)
-    df, warnings = _read_file(path, max_bytes)
+    df, warnings = read_file(path, max_bytes)
     columns = detect_columns(df, text_col, label_col, split_col)
     return build_corpus(df, columns, name=path.stem, drop_duplicates=drop_duplicates, warnings=warnings)
 
@@ -506,20 +506,21 @@ def load_corpus(path: str | Path, text_col: str | None = None, label_col: str | 
 def load_documents(path: str | Path, text_col: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
     """Just the non-empty texts of a file, in order: crop augmentation needs documents, not labels."""
     path = Path(path)
-    df, _ = _read_file(path, max_bytes)
+    df, _ = read_file(path, max_bytes)
     names = [str(c) for c in df.columns]
-    col = (_resolve(names, text_col, "text") if text_col
+    col = (resolve_column(names, text_col, "text") if text_col
            else next(iter(_known(names, TEXT_NAMES, set())), None) or _guess_text(df, set()))
     if col is None:
         raise UserError(f"Could not tell which column of {path.name} holds the documents "
                         f"(columns: {', '.join(names)}); pass --text-col NAME.")
-    texts = [t for t in _clean_texts(df[col], col).tolist() if isinstance(t, str) and t]
+    texts = [t for t in clean_texts(df[col], col).tolist() if isinstance(t, str) and t]
     if not texts:
         raise UserError(f"Column '{col}' of {path.name} has no texts.")
     return texts
 
 
-def _read_file(path: Path, max_bytes: int) -> tuple[pd.DataFrame, list[str]]:
+def read_file(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[pd.DataFrame, list[str]]:
+    """A file as a table, with clear errors for a missing, unreadable or oversized file."""
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise UserError(f"Corpus file {path} {what}; check the path.")
@@ -553,7 +554,7 @@ def persist_table(df: pd.DataFrame, columns: Columns, drop_duplicates: bool = Fa
         raise UserError(f"There is no column named '{missing[0]}'; the columns are: {', '.join(map(str, df.columns))}.")
     frame = df[wanted].reset_index(drop=True)
     if drop_duplicates:
-        texts = _clean_texts(frame[columns.text], columns.text)
+        texts = clean_texts(frame[columns.text], columns.text)
         usable = texts.ne("") & _clean_labels(frame[columns.label], columns.label).notna()
         frame = frame[~(usable & texts.where(usable).duplicated())].reset_index(drop=True)
     digest = hashlib.sha256(json.dumps([wanted, [str(t) for t in frame.dtypes]]).encode("utf-8"))

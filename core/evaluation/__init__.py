@@ -6,5 +6,6 @@
 - ``headline``: ``HEADLINE``, the metrics every table and card shows, with their names and units.
 - ``evaluate``: which texts are scored, encoded through the cache, and scored: ``evaluate``, ``evaluate_layers``,
   ``EvalSettings``, ``eval_sets``, ``score``.
+- ``sts``: Spearman x 100 of cosine against a pair corpus's gold score: ``sts_spearman``.
 - ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

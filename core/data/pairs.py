@@ -1,0 +1,368 @@
+"""Pair corpus: (text1, text2) rows with a similarity score, an NLI label or both, read and checked like a
+labelled corpus and split deterministically.
+
+Labels are ordinal in the opposite direction of scores: entailment 0 < neutral 1 < contradiction 2, so a
+smaller label means MORE related, while a larger score means more related.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+from core.data.corpus import (
+    DEFAULT_MAX_BYTES,
+    HOLDOUT_FRACTION,
+    MIN_ROWS,
+    PARQUET_EXTS,
+    SPLIT_NAMES,
+    SPLIT_SEED,
+    VALIDATION_NAMES,
+    clean_splits,
+    clean_texts,
+    is_missing,
+    read_file,
+    read_table,
+    resolve_column,
+)
+from core.errors import UserError
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")  # ordinal: 0 = most related
+TEXT_PAIR_NAMES = (("text1", "text2"), ("sentence1", "sentence2"))
+SCORE_NAMES = ("score", "similarity", "similarity_score", "relatedness_score", "gold_score")
+PAIR_LABEL_NAMES = ("label", "gold_label", "nli_label")
+SPLIT_VALUES = ("train", "test", *VALIDATION_NAMES)
+HEADER_BYTES = 64 * 1024
+SHOWN_VALUES = 5
+
+
+@dataclass(frozen=True)
+class PairColumns:
+    text1: str
+    text2: str
+    score: str | None
+    label: str | None
+    split: str | None
+
+
+@dataclass(eq=False)  # numpy fields make value equality ambiguous
+class PairSplit:
+    text1: list[str]
+    text2: list[str]
+    scores: np.ndarray  # float64; NaN everywhere without a score column
+    labels: np.ndarray  # int64 index into NLI_LABELS (0 = most related); -1 everywhere without a label column
+
+    def __len__(self) -> int:
+        return len(self.text1)
+
+
+@dataclass
+class PairReport:
+    """What cleaning did to the file, shown before anything is trained or scored on it."""
+
+    rows_read: int
+    rows_kept: int
+    empty_dropped: int
+    missing_score_dropped: int
+    missing_label_dropped: int
+    duplicates: int
+    label_counts: dict[str, int] | None
+    split_source: str
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(eq=False)
+class PairCorpus:
+    """Training pairs plus the target pairs a model is scored on, with what cleaning did."""
+
+    name: str
+    columns: PairColumns
+    train: PairSplit
+    test: PairSplit
+    target_split: str
+    report: PairReport
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Content hash used as a cache key: same pairs, scores, labels and split give the same key in any run."""
+        h = hashlib.sha256()
+        for split, part in (("train", self.train), (self.target_split, self.test)):
+            rows = "\x1e".join(f"{split}\x1f{a}\x1f{b}\x1f{s!r}\x1f{lab}"
+                               for a, b, s, lab in zip(part.text1, part.text2, part.scores.tolist(),
+                                                       part.labels.tolist()))
+            h.update(rows.encode("utf-8"))
+            h.update(b"\x1d")
+        return h.hexdigest()[:16]
+
+    def summary(self) -> dict:
+        """JSON-ready description of the data, for model cards, the corpus page and the CLI."""
+        scores = np.concatenate([self.train.scores, self.test.scores])
+        return {
+            "kind": "pairs",
+            "name": self.name,
+            "text1_column": self.columns.text1,
+            "text2_column": self.columns.text2,
+            "score_column": self.columns.score,
+            "label_column": self.columns.label,
+            "split_column": self.columns.split,
+            "target_split": self.target_split,
+            "rows_train": len(self.train),
+            "rows_test": len(self.test),
+            "score_range": [float(scores.min()), float(scores.max())] if self.columns.score else None,
+            "label_counts": self.report.label_counts,
+            "split_source": self.report.split_source,
+            "fingerprint": self.fingerprint,
+        }
+
+
+# ---------------------------------------------------------------- columns
+
+
+def _by_lower(names: list[str]) -> dict[str, str]:
+    return {n.lower(): n for n in reversed(names)}
+
+
+def is_pair_table(df: pd.DataFrame) -> bool:
+    """True when the table has a text1 and a text2 column (or sentence1 and sentence2), in any case."""
+    lower = _by_lower([str(c) for c in df.columns])
+    return any(a in lower and b in lower for a, b in TEXT_PAIR_NAMES)
+
+
+def detect_pair_columns(df: pd.DataFrame, text1_col: str | None = None, text2_col: str | None = None,
+                        score_col: str | None = None, label_col: str | None = None,
+                        split_col: str | None = None) -> PairColumns:
+    """Explicit names win; otherwise well-known names (case-insensitive)."""
+    names = [str(c) for c in df.columns]
+    _check_unique(names)
+    lower = _by_lower(names)
+    text1 = resolve_column(names, text1_col, "text1") if text1_col else None
+    text2 = resolve_column(names, text2_col, "text2") if text2_col else None
+    if text1 is None or text2 is None:
+        known = next(((lower[a], lower[b]) for a, b in TEXT_PAIR_NAMES if a in lower and b in lower), (None, None))
+        text1, text2 = text1 or known[0], text2 or known[1]
+    if text1 is None or text2 is None:
+        raise UserError(f"A pair corpus needs a text1 and a text2 column (or sentence1 and sentence2); the columns "
+                        f"are: {', '.join(names)}.")
+    taken = {text1, text2}
+    score = resolve_column(names, score_col, "score") if score_col else _first(lower, SCORE_NAMES, taken)
+    label = resolve_column(names, label_col, "label") if label_col else _first(lower, PAIR_LABEL_NAMES, taken | {score})
+    if score is None and label is None:
+        raise UserError(f"A pair corpus needs a score column ({', '.join(SCORE_NAMES)}) or an NLI label column "
+                        f"({', '.join(PAIR_LABEL_NAMES)}); the columns are: {', '.join(names)}.")
+    taken |= {score, label}
+    if split_col:
+        split = resolve_column(names, split_col, "split")
+    else:
+        split = next((lower[k] for k in SPLIT_NAMES if k in lower and lower[k] not in taken
+                      and clean_splits(df[lower[k]]).isin(SPLIT_VALUES).any()), None)
+    return PairColumns(text1=text1, text2=text2, score=score, label=label, split=split)
+
+
+def _first(lower: dict[str, str], known: tuple[str, ...], taken: set) -> str | None:
+    return next((lower[k] for k in known if k in lower and lower[k] not in taken), None)
+
+
+def _check_unique(names: list[str]) -> None:
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UserError(f"The table has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
+
+
+# ---------------------------------------------------------------- cleaning and splitting
+
+
+def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: list[str] | None = None) -> PairCorpus:
+    """Clean the rows, count what was dropped, encode scores and labels, split train / target deterministically."""
+    _check_unique([str(c) for c in df.columns])
+    for col in (columns.text1, columns.text2, columns.score, columns.label, columns.split):
+        if col is not None and col not in df.columns:
+            raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
+    if columns.score is None and columns.label is None:
+        raise UserError("A pair corpus needs a score column or an NLI label column; name one of them.")
+    warnings = list(warnings or [])
+    text1 = clean_texts(df[columns.text1], columns.text1).to_numpy(dtype=object)
+    text2 = clean_texts(df[columns.text2], columns.text2).to_numpy(dtype=object)
+    n = len(df)
+    scores = _clean_scores(df[columns.score], columns.score) if columns.score else np.full(n, np.nan)
+    labels = _clean_labels(df[columns.label], columns.label) if columns.label else np.full(n, -1, dtype=np.int64)
+
+    empty = (text1 == "") | (text2 == "")
+    missing_score = ~empty & np.isnan(scores) if columns.score else np.zeros(n, dtype=bool)
+    missing_label = ~empty & (labels < 0) if columns.label else np.zeros(n, dtype=bool)
+    keep = ~empty & ~missing_score & ~missing_label
+    text1, text2, scores, labels = text1[keep], text2[keep], scores[keep], labels[keep]
+    if len(text1) < MIN_ROWS:
+        raise UserError(f"Only {len(text1)} usable pairs are left after cleaning; provide at least {MIN_ROWS} pairs "
+                        "with both texts and a score or label.")
+    duplicates = int(pd.DataFrame({"a": text1, "b": text2}).duplicated().sum())
+    if duplicates:
+        warnings.append(f"{duplicates} pairs appear more than once; they are kept.")
+
+    if columns.split:
+        train, target, target_split, source = _split_by_column(clean_splits(df[columns.split]).to_numpy()[keep],
+                                                               columns.split, warnings)
+    else:
+        train, target = _holdout(np.arange(len(text1)))
+        target_split, source = "holdout", f"random {_ratio()}, seed {SPLIT_SEED}"
+
+    label_counts = None
+    if columns.label:
+        per_code = np.bincount(labels, minlength=len(NLI_LABELS))
+        label_counts = {word: int(k) for word, k in zip(NLI_LABELS, per_code)}
+    report = PairReport(rows_read=n, rows_kept=len(text1), empty_dropped=int(empty.sum()),
+                        missing_score_dropped=int(missing_score.sum()),
+                        missing_label_dropped=int(missing_label.sum()), duplicates=duplicates,
+                        label_counts=label_counts, split_source=source, warnings=warnings)
+
+    def part(rows: np.ndarray) -> PairSplit:
+        return PairSplit(text1=text1[rows].tolist(), text2=text2[rows].tolist(), scores=scores[rows],
+                         labels=labels[rows])
+
+    return PairCorpus(name=name, columns=columns, train=part(train), test=part(target), target_split=target_split,
+                      report=report)
+
+
+def _clean_scores(series: pd.Series, col: str) -> np.ndarray:
+    """Finite floats; only an empty cell is missing (NaN), so a cell reading "NaN" or "inf" is an error."""
+    if pd.api.types.is_bool_dtype(series):
+        raise UserError(f"Score column '{col}' holds true/false values, not scores; name a column of numbers.")
+    if pd.api.types.is_numeric_dtype(series):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = [repr(v) for v in values.tolist() if math.isinf(v)]
+    else:
+        values, bad = np.full(len(series), np.nan), []
+        for i, v in enumerate(series.tolist()):
+            if is_missing(v) or (isinstance(v, str) and not v.strip()):
+                continue
+            try:
+                number = float(v.strip() if isinstance(v, str) else v)
+            except (TypeError, ValueError):
+                number = math.nan
+            if isinstance(v, bool) or not math.isfinite(number):
+                bad.append(repr(v))
+            else:
+                values[i] = number
+    if bad:
+        raise UserError(f"Score column '{col}' must hold finite numbers; found {_listed(bad)}.")
+    return values
+
+
+def _clean_labels(series: pd.Series, col: str) -> np.ndarray:
+    """Codes 0, 1, 2 from NLI words (any case) or the integers 0, 1, 2; -1 where the cell is empty."""
+    codes, unknown = np.full(len(series), -1, dtype=np.int64), []
+    words = {w: i for i, w in enumerate(NLI_LABELS)}
+    for i, v in enumerate(series.tolist()):
+        if is_missing(v) or (isinstance(v, str) and not v.strip()):
+            continue
+        if isinstance(v, bool):
+            code = None
+        else:
+            code = words.get(v.strip().lower(), _as_code(v)) if isinstance(v, str) else _as_code(v)
+        if code is not None:
+            codes[i] = code
+        else:
+            unknown.append(repr(v))
+    if unknown:
+        raise UserError(f"Label column '{col}' must hold {', '.join(NLI_LABELS)} or 0, 1, 2 "
+                        f"(0 = most related); found {_listed(unknown)}.")
+    return codes
+
+
+def _as_code(value) -> int | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number in (0, 1, 2) else None
+
+
+def _listed(values: list[str]) -> str:
+    distinct = sorted(set(values))
+    more = f" and {len(distinct) - SHOWN_VALUES} more" if len(distinct) > SHOWN_VALUES else ""
+    return ", ".join(distinct[:SHOWN_VALUES]) + more
+
+
+def _ratio() -> str:
+    held = round(HOLDOUT_FRACTION * 100)
+    return f"{100 - held}:{held}"
+
+
+def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded random 90:10 split; both halves in file order."""
+    train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED)
+    return np.sort(train), np.sort(held)
+
+
+def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """'train' rows train; 'test' rows are the targets, else validation rows, else 10% held out of train."""
+    train = np.flatnonzero(splits == "train")
+    test = np.flatnonzero(splits == "test")
+    validation = np.flatnonzero(np.isin(splits, VALIDATION_NAMES))
+    if test.size:
+        target, target_split, used = test, "test", {"train", "test"}
+    elif validation.size:
+        target, target_split, used = validation, "validation", {"train", *VALIDATION_NAMES}
+    elif train.size >= MIN_ROWS:
+        warnings.append(f"Split column '{col}' has no 'test' or 'validation' rows, so a random "
+                        f"{round(HOLDOUT_FRACTION * 100)}% of the 'train' rows is held out instead.")
+        train, target = _holdout(train)
+        return train, target, "holdout", f"random {_ratio()} of the '{col}' train rows, seed {SPLIT_SEED}"
+    else:
+        raise UserError(f"Split column '{col}' leaves no pairs to evaluate on: it has no 'test' or 'validation' "
+                        f"rows and {train.size} 'train' rows, fewer than the {MIN_ROWS} needed to hold some out.")
+    if not train.size:
+        warnings.append(f"Split column '{col}' has no 'train' rows; this corpus can evaluate a model but not "
+                        "train one.")
+    unused = Counter(s for s in splits if s not in used)
+    if unused:
+        listed = ", ".join(f"{k} '{s or '(empty)'}'" for s, k in sorted(unused.items()))
+        warnings.append(f"Rows of split column '{col}' not used for training or evaluation: {listed}.")
+    return train, target, target_split, f"split column '{col}'"
+
+
+# ---------------------------------------------------------------- files
+
+
+def load_pairs(path: str | Path, text1_col: str | None = None, text2_col: str | None = None,
+               score_col: str | None = None, label_col: str | None = None, split_col: str | None = None,
+               max_bytes: int = DEFAULT_MAX_BYTES) -> PairCorpus:
+    """Read, detect columns and build in one call, as the CLI does."""
+    path = Path(path)
+    df, warnings = read_file(path, max_bytes)
+    columns = detect_pair_columns(df, text1_col, text2_col, score_col, label_col, split_col)
+    return build_pairs(df, columns, name=path.stem, warnings=warnings)
+
+
+def corpus_kind(path: str | Path) -> str:
+    """"pairs" or "labelled", from the file's column names alone."""
+    return "pairs" if is_pair_table(pd.DataFrame(columns=_header(Path(path)))) else "labelled"
+
+
+def _header(path: Path) -> list[str]:
+    """The column names from the Parquet schema or the first complete lines; a file those cannot be read from
+    (a JSON array, an odd encoding cut mid-character) is read whole, which also gives its precise error."""
+    if path.is_file():
+        try:
+            if path.suffix.lower() in PARQUET_EXTS:
+                import pyarrow.parquet as pq  # only Parquet files need pyarrow
+
+                return list(pq.read_schema(path).names)
+            with path.open("rb") as f:
+                head = f.read(HEADER_BYTES + 1)
+            if len(head) > HEADER_BYTES:
+                head = head[: head.rfind(b"\n", 0, HEADER_BYTES) + 1]
+            return [str(c) for c in read_table(head, path.name)[0].columns]
+        except (UserError, OSError, ValueError):
+            pass
+    return [str(c) for c in read_file(path)[0].columns]

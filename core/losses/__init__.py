@@ -1,0 +1,6 @@
+"""Losses: our own training objectives, one ``nn.Module`` per module, shaped like sentence-transformers' losses
+(``forward(sentence_features, labels)``, ``compute_loss_from_embeddings``, ``get_config_dict``, ``citation``).
+
+- ``raoe``: the rank-margin + gated angular loss on pairs labelled with a score and an ordinal label:
+  ``RAOELoss``, ``batch_ranks``, ``rank_pair_mask``, ``gate_pair_mask``, ``gated_share``.
+"""

@@ -1,0 +1,233 @@
+"""Pair corpora: scores and / or NLI labels, the label direction, every bad input as a one-line UserError,
+deterministic splits, odd encodings and file formats, the cheap kind check, and the real STS-B / SNLI files."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.data.pairs import (
+    NLI_LABELS,
+    PairColumns,
+    build_pairs,
+    corpus_kind,
+    detect_pair_columns,
+    is_pair_table,
+    load_pairs,
+)
+from core.errors import UserError
+from tests.conftest import shared_data
+
+
+def table(n: int = 20, score: bool = True, label: str | None = None, split: list[str] | None = None) -> pd.DataFrame:
+    """n distinct pairs; scores 0..n-1; labels cycle through the NLI words (or their codes with label='int')."""
+    data = {"text1": [f"first text number {i}" for i in range(n)], "text2": [f"second text {i}" for i in range(n)]}
+    if score:
+        data["score"] = [float(i) for i in range(n)]
+    if label == "words":
+        data["label"] = [NLI_LABELS[i % 3].upper() if i % 2 else NLI_LABELS[i % 3] for i in range(n)]
+    elif label == "int":
+        data["label"] = [i % 3 for i in range(n)]
+    if split is not None:
+        data["split"] = split
+    return pd.DataFrame(data)
+
+
+def write(tmp_path, df: pd.DataFrame, name: str = "pairs.csv", encoding: str = "utf-8") -> str:
+    path = tmp_path / name
+    path.write_bytes(df.to_csv(index=False).encode(encoding))
+    return str(path)
+
+
+def pairs_of(df: pd.DataFrame, **overrides):
+    return build_pairs(df, detect_pair_columns(df, **overrides), "t")
+
+
+def one_line_error(df: pd.DataFrame, match: str, **overrides) -> str:
+    with pytest.raises(UserError, match=match) as err:
+        pairs_of(df, **overrides)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+# ---------------------------------------------------------------- happy paths
+
+
+def test_scores_only_without_split_holds_out_10_percent_deterministically():
+    corpus = pairs_of(table(40))
+    assert corpus.columns == PairColumns("text1", "text2", "score", None, None)
+    assert (len(corpus.train), len(corpus.test), corpus.target_split) == (36, 4, "holdout")
+    assert corpus.test.scores.dtype == np.float64 and (corpus.test.labels == -1).all()
+    assert sorted(corpus.train.scores.tolist() + corpus.test.scores.tolist()) == [float(i) for i in range(40)]
+    again = pairs_of(table(40))
+    assert again.test.text1 == corpus.test.text1 and again.fingerprint == corpus.fingerprint
+    assert "seed 0" in corpus.report.split_source
+
+
+def test_label_words_any_case_keep_the_direction_zero_most_related():
+    corpus = pairs_of(table(30, score=False, label="words"))
+    codes = np.concatenate([corpus.train.labels, corpus.test.labels])
+    assert corpus.columns.score is None and np.isnan(corpus.test.scores).all()
+    assert corpus.report.label_counts == {"entailment": 10, "neutral": 10, "contradiction": 10}
+    assert NLI_LABELS.index("entailment") == 0 and NLI_LABELS.index("contradiction") == 2
+    first = corpus.train.text1.index("first text number 0")  # row 0 is entailment
+    assert corpus.train.labels[first] == 0 and codes.dtype == np.int64
+
+
+def test_integer_labels_and_scores_together_with_a_split_column():
+    split = ["train"] * 14 + ["validation"] * 3 + ["test"] * 3
+    corpus = pairs_of(table(20, label="int", split=split))
+    assert corpus.target_split == "test" and len(corpus.train) == 14 and len(corpus.test) == 3
+    assert corpus.test.scores.tolist() == [17.0, 18.0, 19.0] and corpus.test.labels.tolist() == [2, 0, 1]
+    assert any("3 'validation'" in w for w in corpus.report.warnings)
+    summary = corpus.summary()
+    assert summary["kind"] == "pairs" and summary["score_range"] == [0.0, 19.0]
+    assert summary["rows_train"] == 14 and summary["rows_test"] == 3
+    json.dumps(summary), json.dumps(corpus.report.as_dict())
+
+
+def test_validation_is_the_target_without_test_rows():
+    corpus = pairs_of(table(20, split=["train"] * 15 + ["dev"] * 5))
+    assert corpus.target_split == "validation" and len(corpus.test) == 5
+
+
+def test_split_column_without_targets_holds_out_train_rows_with_a_warning():
+    corpus = pairs_of(table(20, split=["train"] * 20))
+    assert corpus.target_split == "holdout" and len(corpus.test) == 2 and corpus.report.warnings
+
+
+def test_sentence1_sentence2_names_and_overrides():
+    df = table(12).rename(columns={"text1": "Sentence1", "text2": "SENTENCE2", "score": "relatedness"})
+    assert is_pair_table(df) and not is_pair_table(pd.DataFrame(columns=["text", "label"]))
+    corpus = pairs_of(df, score_col="relatedness")
+    assert corpus.columns == PairColumns("Sentence1", "SENTENCE2", "relatedness", None, None)
+
+
+def test_missing_cells_and_empty_texts_are_dropped_and_counted():
+    df = table(20, label="words").astype(object)
+    df.loc[0, "text1"] = "   "
+    df.loc[1, "score"] = None
+    df.loc[2, "label"] = ""
+    df.loc[3, "score"], df.loc[3, "label"] = None, None
+    corpus = pairs_of(df)
+    r = corpus.report
+    assert (r.rows_read, r.rows_kept, r.empty_dropped) == (20, 16, 1)
+    assert (r.missing_score_dropped, r.missing_label_dropped) == (2, 2)
+
+
+def test_duplicate_pairs_are_counted_and_kept():
+    df = pd.concat([table(12), table(12).iloc[:2]], ignore_index=True)
+    corpus = pairs_of(df)
+    assert corpus.report.duplicates == 2 and corpus.report.rows_kept == 14
+
+
+def test_fingerprint_changes_with_a_score():
+    df = table(20)
+    changed = df.copy()
+    changed.loc[5, "score"] = 99.0
+    assert pairs_of(df).fingerprint != pairs_of(changed).fingerprint
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_no_text_columns():
+    one_line_error(pd.DataFrame({"text": ["a"] * 12, "score": [1.0] * 12}), "text1 and a text2")
+
+
+def test_neither_score_nor_label():
+    one_line_error(table(12, score=False), "score column .* or an NLI label column")
+
+
+@pytest.mark.parametrize("bad, shown", [("high", "'high'"), ("NaN", "'NaN'"), ("inf", "inf"), ("-Infinity", "-inf")])
+def test_score_that_is_not_a_finite_number_is_named(tmp_path, bad, shown):
+    df = table(12).astype({"score": object})
+    df.loc[4, "score"] = bad
+    with pytest.raises(UserError, match="finite numbers") as err:
+        load_pairs(write(tmp_path, df))
+    assert f"found {shown}." in str(err.value) and "\n" not in str(err.value)
+
+
+def test_inf_in_a_numeric_score_column():
+    df = table(12)
+    df.loc[0, "score"] = np.inf
+    one_line_error(df, "finite numbers; found inf")
+
+
+def test_unknown_labels_are_named():
+    df = table(12, score=False, label="words").astype(object)
+    df.loc[0, "label"], df.loc[1, "label"], df.loc[2, "label"] = "maybe", 3, "1.5"
+    message = one_line_error(df, "entailment, neutral, contradiction or 0, 1, 2")
+    assert "'maybe'" in message and "3" in message and "'1.5'" in message
+
+
+def test_too_few_rows_and_empty_target_split():
+    one_line_error(table(9), "Only 9 usable pairs")
+    one_line_error(table(12, split=["train"] * 6 + ["other"] * 6), "no pairs to evaluate on")
+
+
+def test_duplicate_column_names():
+    df = table(12)
+    df.columns = ["text1", "text2", "text1"]
+    one_line_error(df, "duplicate column names")
+    with pytest.raises(UserError, match="duplicate column names"):
+        build_pairs(df, PairColumns("text1", "text2", "text1", None, None), "t")
+
+
+def test_missing_override_lists_the_columns():
+    one_line_error(table(12), "no score column named 'sim'.*text1, text2, score", score_col="sim")
+
+
+# ---------------------------------------------------------------- files and encodings
+
+
+def test_utf8_bom_and_latin1(tmp_path):
+    df = table(12)
+    df.loc[0, "text1"] = "café crème"
+    bom = load_pairs(write(tmp_path, df, "bom.csv", "utf-8-sig"))
+    assert bom.columns.text1 == "text1" and "café crème" in bom.train.text1 + bom.test.text1
+    latin = load_pairs(write(tmp_path, df, "latin.csv", "latin-1"))
+    assert "café crème" in latin.train.text1 + latin.test.text1
+    assert any("Latin-1" in w for w in latin.report.warnings)
+
+
+def test_tsv_jsonl_and_parquet(tmp_path):
+    df = table(15, label="int")
+    (tmp_path / "p.tsv").write_text(df.to_csv(index=False, sep="\t"), encoding="utf-8")
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in df.to_dict("records")), encoding="utf-8")
+    df.to_parquet(tmp_path / "p.parquet")
+    for name in ("p.tsv", "p.jsonl", "p.parquet"):
+        corpus = load_pairs(tmp_path / name)
+        assert corpus.report.rows_kept == 15 and corpus.report.label_counts == {
+            "entailment": 5, "neutral": 5, "contradiction": 5}, name
+        assert corpus_kind(tmp_path / name) == "pairs"
+
+
+def test_corpus_kind_reads_only_the_head_of_a_large_file(tmp_path):
+    path = tmp_path / "big.csv"
+    head = table(12).to_csv(index=False).encode()
+    path.write_bytes(head + b'"unclosed quote' + b"x" * 200_000 + b"\n")  # a tail that a full read rejects
+    assert corpus_kind(path) == "pairs"
+    with pytest.raises(UserError, match="Could not parse"):
+        load_pairs(path)
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("text,label\nhello,a\nbye,b\n", encoding="utf-8")
+    assert corpus_kind(labelled) == "labelled"
+    with pytest.raises(UserError, match="does not exist"):
+        corpus_kind(tmp_path / "missing.csv")
+
+
+# ---------------------------------------------------------------- real data
+
+
+def test_real_stsb_counts_per_split():
+    corpus = load_pairs(shared_data("stsb.csv"))
+    assert (len(corpus.train), len(corpus.test), corpus.target_split) == (5749, 1379, "test")
+    assert corpus.summary()["score_range"] == [0.0, 5.0] and corpus.columns.label is None
+
+
+def test_real_snli_counts_per_split():
+    corpus = load_pairs(shared_data("snli.csv"))
+    assert (len(corpus.train), len(corpus.test), corpus.target_split) == (0, 9824, "test")
+    assert corpus.report.label_counts == {"entailment": 6697, "neutral": 6454, "contradiction": 6515}
