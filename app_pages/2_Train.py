@@ -57,7 +57,7 @@ def documents_path(source: str) -> str | None:
 
 def widget(param: Param, key: str, default: object, where=st, label: str | None = None) -> object:
     """The widget for one setting, from its schema: a checkbox, a choice, the knob's presets (a typed value is
-    accepted), a documents source, or a number box within the setting's bounds; returns the parsed value."""
+    accepted), a documents source, a text box, or a number box within the setting's bounds; returns the parsed value."""
     label = label or param.label
     if param.type is bool:
         return where.checkbox(label, value=default, help=param.help, **_keep(key))
@@ -71,6 +71,8 @@ def widget(param: Param, key: str, default: object, where=st, label: str | None 
         return param.parse(value)
     if param.file:
         return documents_path(where.radio(label, DOC_SOURCES, horizontal=True, help=param.help, **_keep(key)))
+    if param.type is str:
+        return param.parse(where.text_input(label, value=default or "", help=param.help, **_keep(key)))
     number = param.type
     closed = {"min_value": None if param.low is None or param.low_open else number(param.low),
               "max_value": None if param.high is None or param.high_open else number(param.high)}

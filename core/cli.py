@@ -17,6 +17,7 @@ from collections.abc import Callable
 from tqdm import tqdm
 
 from core.errors import UserError
+from core.evaluation.headline import HEADLINE
 from core.jobs import launch
 from core.jobs.sweep import cancel, sweep_config
 from core.models.loading import load_model, resolve_model, setup_offline
@@ -89,16 +90,11 @@ def cmd_evaluate(args) -> dict:
 
 def _evaluate_pairs(args) -> dict:
     """A pair corpus (text1, text2, score) is judged by STS Spearman, not by P@k / S@k."""
-    from core.data.pairs import load_pairs
-    from core.evaluation.sts import sts_spearman
+    from core.data.pairs import load_any
+    from core.evaluation.sts import evaluate_pairs
 
-    if args.text_col:
-        raise UserError("--text-col names the text column of a labelled corpus; a pair corpus reads its text1 and "
-                        "text2 columns.")
-    pairs = load_pairs(args.corpus, label_col=args.label_col, split_col=args.split_col)
-    model = load_model(args.model, args.device)
-    return {"kind": "pairs", "model": args.model or "all-MiniLM-L6-v2", "sts_spearman": sts_spearman(model, pairs),
-            "n_pairs": len(pairs.test), "target_split": pairs.target_split}
+    pairs = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
+    return evaluate_pairs(load_model(args.model, args.device), pairs, args.model or "all-MiniLM-L6-v2")
 
 
 def cmd_layers(args) -> dict:
@@ -179,12 +175,13 @@ def train_config(args, overrides: dict | None = None) -> dict:
 
 def _check_inputs(cfg) -> None:
     """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once."""
-    from core.data.corpus import load_corpus
+    from core.data.pairs import load_any
 
-    load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
-    resolve_model(cfg.model)
-    if cfg.reference:
-        resolve_model(cfg.reference)
+    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    get_recipe(cfg.recipe).check_corpus(cfg, corpus)
+    for name in (cfg.model, cfg.reference, getattr(cfg, "teacher", None)):
+        if name and name not in ("reference", "score"):
+            resolve_model(name)
 
 
 def follow(store, run_id: str) -> object:
@@ -299,8 +296,9 @@ def _print_train(r: dict) -> None:
     for name in ("before", "after"):
         m = r.get(name)
         if m:
-            print(f"{name:>6}: P@{m['k']} {m['polarity']:.1f}  S@{m['k']} {m['similarity']:.1f}  "
-                  f"kNN {m['knn_accuracy']:.3f}")
+            shown = [f"{metric.short.format(k=m.get('k', 'k'))} {metric.shown(m[metric.key]):.1f}"
+                     f"{'%' if metric.percent else ''}" for metric in HEADLINE if m.get(metric.key) is not None]
+            print(f"{name:>6}: " + "  ".join(shown))
     if r.get("export"):
         print(f"exported to {r['export']['dir']}")
 

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -72,6 +73,7 @@ class ValidationReport:
 
 @dataclass(eq=False)  # numpy fields make value equality ambiguous; compare fingerprints instead
 class Corpus:
+    kind: ClassVar[str] = "labelled"  # beside core.data.pairs.PairCorpus
     name: str
     columns: Columns
     classes: list[str]

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -26,9 +27,11 @@ from core.data.corpus import (
     SPLIT_NAMES,
     SPLIT_SEED,
     VALIDATION_NAMES,
+    Corpus,
     clean_splits,
     clean_texts,
     is_missing,
+    load_corpus,
     read_file,
     read_table,
     resolve_column,
@@ -86,6 +89,7 @@ class PairReport:
 class PairCorpus:
     """Training pairs plus the target pairs a model is scored on, with what cleaning did."""
 
+    kind: ClassVar[str] = "pairs"  # beside core.data.corpus.Corpus
     name: str
     columns: PairColumns
     train: PairSplit
@@ -347,6 +351,17 @@ def load_pairs(path: str | Path, text1_col: str | None = None, text2_col: str | 
 def corpus_kind(path: str | Path) -> str:
     """"pairs" or "labelled", from the file's column names alone."""
     return "pairs" if is_pair_table(pd.DataFrame(columns=_header(Path(path)))) else "labelled"
+
+
+def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
+             split_col: str | None = None) -> Corpus | PairCorpus:
+    """A labelled corpus or a pair corpus, whichever the file holds (a run's corpus may be either)."""
+    if corpus_kind(path) == "pairs":
+        if text_col:
+            raise UserError("text_col names the text column of a labelled corpus; a pair corpus reads its text1 and "
+                            "text2 columns.")
+        return load_pairs(path, label_col=label_col, split_col=split_col)
+    return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col)
 
 
 def _header(path: Path) -> list[str]:

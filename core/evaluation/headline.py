@@ -21,4 +21,5 @@ HEADLINE = (
     Metric("similarity", "S@{k}", "S@k (reference-model similarity of retrieved texts)", False),
     Metric("knn_accuracy", "kNN accuracy", "kNN accuracy", True),
     Metric("linear_accuracy", "Linear probe", "Linear-probe accuracy", True),
+    Metric("sts_spearman", "STS Spearman", "STS Spearman (cosine vs gold score, x100)", False),
 )

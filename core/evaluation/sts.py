@@ -23,3 +23,9 @@ def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64) -> float | None
                                              batch_size=batch_size, main_similarity=SimilarityFunction.COSINE,
                                              name="sts", write_csv=False)
     return 100 * float(evaluator(model)[evaluator.primary_metric])
+
+
+def evaluate_pairs(model, pairs: PairCorpus, model_name: str) -> dict:
+    """What a pair corpus is judged by, shaped like evaluate()'s result: STS Spearman on its target split."""
+    return {"kind": "pairs", "model": model_name, "sts_spearman": sts_spearman(model, pairs),
+            "n_pairs": len(pairs.test), "target_split": pairs.target_split}

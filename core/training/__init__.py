@@ -7,8 +7,11 @@
 - ``supervised``: the recipes on mined examples (triplet, contrastive, MNRL, cosine, CoSENT, AnglE):
   ``SUPERVISED``.
 - ``self_supervised``: the recipes on document pairs (crop, dropout): ``SELF_SUPERVISED``.
+- ``raoe``: the RAOE recipes (full, L_rank only, L_angle only) on pairs scored by a teacher: ``RAOE``,
+  ``ranked_pairs``, ``teacher_scores``.
 - ``recipes``: the registry: ``RECIPES``, ``register``, ``get_recipe``, ``recipe_params``.
-- ``examples``: the dataset builders recipes use: ``mined_examples``, ``document_pairs``, ``mine_train_sample``.
+- ``examples``: the dataset builders recipes use: ``mined_examples``, ``scored_pairs``,
+  ``document_pairs``, ``mine_train_sample``.
 - ``config``: ``TrainConfig``, the general settings ``GENERAL`` and the one validation of a run's settings.
 - ``trainer``: freezing, pooling, the sentence-transformers trainer with progress / cancel, before / after
   evaluation: ``run_training``, ``make_trainer``, ``freeze``.

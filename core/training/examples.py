@@ -15,12 +15,36 @@ Progress = Callable[[int, int], None]
 
 
 def mined_examples(cfg, corpus, reference, fmt: str, progress: Progress | None = None):
-    """Label-aware examples in format `fmt` (core.data.mining), subsampled deterministically to cfg.examples."""
+    """Label-aware examples in format `fmt` (core.data.mining), subsampled deterministically to cfg.examples; on
+    a pair corpus, its scored train pairs."""
     from core.data.mining import MiningSettings
+    from core.data.pairs import PairCorpus
+
+    if isinstance(corpus, PairCorpus):
+        return scored_pairs(cfg, corpus, fmt)
 
     settings = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
     examples = mine_train_sample(reference, corpus, fmt, settings, progress)
     return examples.to_dataset(), examples.stats
+
+
+def scored_pairs(cfg, corpus, fmt: str):
+    """A pair corpus's train pairs with their gold score rescaled to [0, 1] (order kept), for the cosine-format
+    recipes (CoSENT, AnglE, cosine similarity), subsampled deterministically to cfg.examples."""
+    import numpy as np
+    from datasets import Dataset
+
+    split = corpus.train
+    if len(split) == 0:
+        raise UserError(f"{corpus.name} has no train pairs to learn from.")
+    low, high = float(np.min(split.scores)), float(np.max(split.scores))
+    scores = (split.scores - low) / (high - low) if high > low else np.full(len(split), 0.5)
+    rows = np.arange(len(split))
+    if len(rows) > cfg.examples:
+        rows = np.sort(np.random.default_rng(cfg.seed).choice(len(rows), cfg.examples, replace=False))
+    dataset = Dataset.from_dict({"sentence1": [split.text1[i] for i in rows],
+                                 "sentence2": [split.text2[i] for i in rows], "score": scores[rows].tolist()})
+    return dataset, {"format": fmt, "source": "pair corpus", "examples": len(dataset), "score_range": [low, high]}
 
 
 def document_pairs(cfg, corpus, _reference, fmt: str, _progress: Progress | None = None):

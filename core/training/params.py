@@ -67,7 +67,9 @@ class Param:
                 return value.strip().lower() in _TRUE
             raise self._fail(value)
         if self.type is str:
-            if not isinstance(value, str) or (self.choices and value not in self.choices):
+            if value == "" and self.optional:  # an emptied text box: not set
+                return None
+            if not isinstance(value, str) or not value.strip() or (self.choices and value not in self.choices):
                 raise self._fail(value)
             return value
         number = self._number(value)

@@ -7,12 +7,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.errors import UserError
 from core.training.examples import mined_examples
 from core.training.params import Param
 
 
 def no_callbacks(_cfg) -> list:
     return []
+
+
+def no_needs(_cfg, _corpus) -> None:
+    return None
+
+
+def needs_scores(cfg, corpus) -> str | None:
+    """On a pair corpus the cosine-format recipes train on its score column."""
+    if corpus.kind == "pairs" and corpus.columns.score is None:
+        return (f"{cfg.recipe} on a pair corpus trains on its score column, which {corpus.name} lacks; use a RAOE "
+                "recipe with a teacher model.")
+    return None
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,8 @@ class Recipe:
     budget: dict = field(default_factory=dict)  # general settings whose default differs for this recipe
     callbacks: Callable = no_callbacks  # (cfg) -> extra transformers TrainerCallbacks
     self_supervised: bool = False
+    kinds: tuple[str, ...] = ("labelled",)  # corpus kinds it trains on: "labelled" texts, "pairs" (core.data.pairs)
+    needs: Callable = no_needs  # (cfg, corpus) -> a sentence saying what the corpus lacks for this run, or None
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -43,6 +58,16 @@ class Recipe:
 
     def build_loss(self, model, cfg):
         return self.loss(model, cfg)
+
+    def check_corpus(self, cfg, corpus) -> None:
+        """Refuse, before any work, a corpus this run cannot train on (the CLI checks before a worker starts)."""
+        names = {"labelled": "a labelled corpus (text, label)", "pairs": "a pair corpus (text1, text2, score or label)"}
+        if corpus.kind not in self.kinds:
+            raise UserError(f"{self.name} trains on {' or '.join(names[k] for k in self.kinds)}; this is "
+                            f"{names[corpus.kind]}.")
+        missing = self.needs(cfg, corpus)
+        if missing:
+            raise UserError(missing)
 
 
 def knob(name: str, label: str, default: float, presets: tuple[float, ...], help: str) -> Param:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from core.errors import UserError
 from core.training.params import Param
+from core.training.raoe import RAOE
 from core.training.recipe import Recipe
 from core.training.self_supervised import SELF_SUPERVISED
 from core.training.supervised import SUPERVISED
@@ -18,7 +19,7 @@ def register(recipe: Recipe) -> Recipe:
     return recipe
 
 
-for _recipe in [*SUPERVISED, *SELF_SUPERVISED]:
+for _recipe in [*SUPERVISED, *SELF_SUPERVISED, *RAOE]:
     register(_recipe)
 
 

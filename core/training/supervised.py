@@ -4,7 +4,7 @@ reference model."""
 from __future__ import annotations
 
 from core.training.params import Param
-from core.training.recipe import MINING, Recipe, knob
+from core.training.recipe import MINING, Recipe, knob, needs_scores
 
 
 def _losses():
@@ -46,10 +46,13 @@ SUPERVISED = [
     Recipe("mnrl", "Multiple negatives ranking", "mnrl",
            lambda m, c: _losses().MultipleNegativesRankingLoss(m, scale=c.margin), batch_sampler="no_duplicates",
            knob="margin", params=(_margin("Multiple negatives ranking", 20.0, _SCALES, "Scale"), *MINING)),
+    # On a pair corpus the cosine-format recipes train on its gold scores, rescaled to [0, 1].
     Recipe("cosine", "Cosine similarity (SetFit-style)", "cosine", lambda m, _c: _losses().CosineSimilarityLoss(m),
-           params=MINING),
+           params=MINING, kinds=("labelled", "pairs"), needs=needs_scores),
     Recipe("cosent", "CoSENT", "cosine", lambda m, c: _losses().CoSENTLoss(m, scale=c.margin),
-           knob="margin", params=(_margin("CoSENT", 20.0, _SCALES, "Scale"), *MINING)),
+           knob="margin", params=(_margin("CoSENT", 20.0, _SCALES, "Scale"), *MINING), kinds=("labelled", "pairs"),
+           needs=needs_scores),
     Recipe("angle", "AnglE", "cosine", lambda m, c: _losses().AnglELoss(m, scale=c.margin),
-           knob="margin", params=(_margin("AnglE", 20.0, _SCALES, "Scale"), *MINING)),
+           knob="margin", params=(_margin("AnglE", 20.0, _SCALES, "Scale"), *MINING), kinds=("labelled", "pairs"),
+           needs=needs_scores)
 ]

@@ -17,10 +17,12 @@ from sentence_transformers.base.sampler import BatchSamplers
 from sentence_transformers.sentence_transformer.modules import Pooling
 from transformers import PrinterCallback, TrainerCallback
 
-from core.data.corpus import load_corpus
+from core.data.corpus import Corpus
+from core.data.pairs import PairCorpus, load_any
 from core.errors import Cancelled, UserError
 from core.evaluation.evaluate import EvalSettings, evaluate
 from core.evaluation.evaluator import TradeoffEvaluator
+from core.evaluation.sts import evaluate_pairs
 from core.models.ata import build_ata_model
 from core.models.loading import load_model
 from core.training.card import contrastlab_card_section
@@ -154,13 +156,19 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
     return trainer
 
 
+def _evaluate(model, reference, corpus: Corpus | PairCorpus, settings: EvalSettings, progress, model_name: str) -> dict:
+    """P@k, S@k and kNN accuracy on a labelled corpus; STS Spearman on a pair corpus."""
+    if isinstance(corpus, PairCorpus):
+        return evaluate_pairs(model, corpus, model_name)
+    return evaluate(model, reference, corpus, settings, progress=progress, model_name=model_name)
+
+
 def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     """Evaluate the base model, train, evaluate again, save the model to work_dir/'model'.
 
     The caller renames work_dir into place only when this returns, so a failed or cancelled run leaves
     nothing exportable. Raises Cancelled when the reporter asked to stop.
     """
-
     recipe = get_recipe(cfg.recipe)
     timings: dict[str, float] = {}
     t0 = time.monotonic()
@@ -170,7 +178,10 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
         reporter.progress(phase=name, step=None, total=None, eta_s=None)
 
     phase("loading corpus and models")
-    corpus = load_corpus(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    recipe.check_corpus(cfg, corpus)
+    if cfg.eval_every > 0 and corpus.kind == "pairs":
+        raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
     reference = load_model(cfg.reference or cfg.model, cfg.device)
     reference.requires_grad_(False)
     model = load_model(cfg.model, cfg.device)
@@ -180,15 +191,15 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
         return lambda name, done, total: reporter.progress(phase=f"{label}: {name}", step=done, total=total)
 
     base_is_reference = (cfg.reference or cfg.model) == cfg.model
-    before = evaluate(reference if base_is_reference else model, reference, corpus, settings,
-                      progress=enc_progress("evaluating before"), model_name=cfg.model)
+    before = _evaluate(reference if base_is_reference else model, reference, corpus, settings,
+                       progress=enc_progress("evaluating before"), model_name=cfg.model)
     reporter.progress(metrics_before=before)
     timings["evaluate_before_s"] = time.monotonic() - t0
 
     t1 = time.monotonic()
     phase("preparing examples")
     dataset, example_stats = recipe.build_examples(cfg, corpus, reference,
-                                                   progress=lambda d, t: reporter.progress(phase="mining: encoding",
+                                                   progress=lambda d, t: reporter.progress(phase="examples: encoding",
                                                                                            step=d, total=t))
     reporter.progress(example_stats=example_stats)
     timings["examples_s"] = time.monotonic() - t1
@@ -207,8 +218,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
         raise Cancelled()
 
     t3 = time.monotonic()
-    after = evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
-                     model_name=f"{cfg.model} + {cfg.recipe}")
+    after = _evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
+                      model_name=f"{cfg.model} + {cfg.recipe}")
     timings["evaluate_after_s"] = time.monotonic() - t3
     result = {
         "before": before,
@@ -232,7 +243,6 @@ def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
     existing = readme.read_text(encoding="utf-8") if readme.exists() else ""
     readme.write_text(existing.rstrip() + "\n\n" + contrastlab_card_section(cfg, result), encoding="utf-8")
     (path / "contrastlab_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
-
 
 
 def run_job(ctx) -> dict:

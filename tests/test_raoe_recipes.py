@@ -1,0 +1,117 @@
+"""RAOE as recipes: (s, l) pairs from a pair corpus or mined from labels, the teacher choice, a run on a pair corpus
+reporting STS Spearman before and after, the Train page offering it, and one-line refusals for what cannot work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.cli import main
+from core.data.corpus import demo_corpus_path, load_corpus
+from core.data.pairs import load_pairs
+from core.errors import UserError
+from core.models.encode import encode
+from core.runs.store import RunStore
+from core.training.config import TrainConfig
+from core.training.raoe import ranked_pairs
+from core.training.recipes import get_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = ["cat", "dog", "car", "tree", "house", "river", "music", "bread", "stone", "cloud"]
+
+
+def pair_file(tmp_path: Path, labels: bool = False) -> Path:
+    """40 train and 12 test pairs; the score falls as the second text drifts from the first."""
+    rows = []
+    for i in range(52):
+        a = f"the {WORDS[i % 10]} and the {WORDS[(i + 1) % 10]} number {i}"
+        b = f"the {WORDS[(i + i % 4) % 10]} near a {WORDS[(i + 3) % 10]}"
+        label = f",{['entailment', 'neutral', 'contradiction'][i % 3]}" if labels else ""
+        rows.append(f"{a},{b},{5.0 - (i % 6) * 0.8:.1f}{label},{'train' if i < 40 else 'test'}")
+    path = tmp_path / "pairs.csv"
+    path.write_text(f"text1,text2,score{',label' if labels else ''},split\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_pairs_from_a_pair_corpus_carry_the_gold_score_or_the_teachers_cosine(tmp_path, tiny_model):
+    corpus = load_pairs(pair_file(tmp_path, labels=True))
+    gold = TrainConfig(corpus="x", recipe="raoe", teacher="score", examples=30, seed=1)
+    dataset, stats = ranked_pairs(gold, corpus, tiny_model, "ranked pairs")
+    labels = np.array(dataset["label"])
+    assert labels.shape == (30, 2) and stats["teacher"] == "score" and stats["source"] == "pair corpus"
+    row_of = {(a, b): i for i, (a, b) in enumerate(zip(corpus.train.text1, corpus.train.text2))}
+    rows = [row_of[(a, b)] for a, b in zip(dataset["sentence1"], dataset["sentence2"])]
+    np.testing.assert_allclose(labels[:, 0], corpus.train.scores[rows])
+    np.testing.assert_array_equal(labels[:, 1], corpus.train.labels[rows])  # entailment 0 < neutral 1 < contra 2
+    assert 0.0 <= stats["gated_share"] <= 1.0
+
+    ref = TrainConfig(corpus="x", recipe="raoe", examples=30, seed=1)
+    dataset, stats = ranked_pairs(ref, corpus, tiny_model, "ranked pairs")
+    a = encode(tiny_model, dataset["sentence1"]).embeddings
+    b = encode(tiny_model, dataset["sentence2"]).embeddings
+    cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    np.testing.assert_allclose(np.array(dataset["label"])[:, 0], cosine, atol=1e-5)
+
+
+def test_pairs_mined_from_a_labelled_corpus_put_same_label_pairs_first(tiny_model):
+    corpus = load_corpus(demo_corpus_path())
+    cfg = TrainConfig(corpus="x", recipe="raoe", examples=200, threshold=-1.0)
+    dataset, stats = ranked_pairs(cfg, corpus, tiny_model, "ranked pairs")
+    classes = {t: c for t, c in zip(corpus.train_texts, corpus.train_labels)}
+    ordinal = np.array(dataset["label"])[:, 1]
+    same = np.array([classes[a] == classes[b] for a, b in zip(dataset["sentence1"], dataset["sentence2"])])
+    np.testing.assert_array_equal(ordinal, np.where(same, 0.0, 1.0))  # 0 = most related
+    assert stats["source"] == "mined from labels" and stats["label_levels"] == [0, 1]
+
+
+def test_a_raoe_run_on_a_pair_corpus_reports_sts_before_and_after(tmp_path, tiny_model_dir, capsys):
+    code = main(["train", str(pair_file(tmp_path)), "--model", str(tiny_model_dir), "--recipe", "raoe", "--teacher",
+                 "score", "--examples", "32", "--batch-size", "8", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["status"] == "done"
+    for when in ("before", "after"):
+        assert out[when]["kind"] == "pairs" and -100 <= out[when]["sts_spearman"] <= 100
+    run = RunStore().get(out["run_id"])
+    assert run.progress["summary"]["examples"]["teacher"] == "score"
+    card = (Path(out["model_path"]) / "README.md").read_text()
+    assert "STS Spearman" in card and "teacher" in card
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--recipe", "triplet"], "triplet trains on a labelled corpus"),
+    (["--recipe", "raoe", "--teacher", "no/such/model"], "Could not find model 'no/such/model'"),
+    (["--recipe", "raoe_angle", "--interval", "3"], "interval is not a setting of raoe_angle"),
+    (["--recipe", "raoe", "--tau", "inf"], "tau must be a finite number"),
+    (["--recipe", "raoe", "--teacher", ""], "teacher must be text"),
+])
+def test_what_cannot_train_on_a_pair_corpus_exits_2_with_one_line_and_no_run(tmp_path, args, message, capsys):
+    assert main(["train", str(pair_file(tmp_path)), *args]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and message in err and len(err.strip().splitlines()) == 1
+    assert RunStore().list() == []
+
+
+def test_teacher_score_needs_a_scored_pair_corpus(capsys):
+    assert main(["train", str(demo_corpus_path()), "--recipe", "raoe", "--teacher", "score"]) == 2
+    assert "teacher 'score' needs a pair corpus" in capsys.readouterr().err
+    with pytest.raises(UserError, match="cosent on a pair corpus trains on its score column"):
+        get_recipe("cosent").check_corpus(TrainConfig(corpus="x", recipe="cosent"),
+                                          type("Labels", (), {"kind": "pairs", "name": "snli",
+                                                              "columns": type("C", (), {"score": None})})())
+
+
+def test_train_page_offers_raoe_with_its_settings(monkeypatch, tiny_model_dir):
+    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.run()
+    at.switch_page("app_pages/2_Train.py").run()
+    at.selectbox(key="train:recipe:Supervised").set_value("raoe").run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="train:teacher").value == "reference"
+    assert at.selectbox(key="train:interval:raoe").value == 2
+    assert {at.number_input(key=f"train:{name}").label for name in ("tau", "w_rank", "w_angle")} == {
+        "Scale tau", "Weight of L_rank", "Weight of L_angle"}
