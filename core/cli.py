@@ -175,10 +175,12 @@ def train_config(args, overrides: dict | None = None) -> dict:
 
 def _check_inputs(cfg) -> None:
     """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once."""
-    from core.data.pairs import load_any
+    from core.data.pairs import load_any, load_pairs
 
     corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
+    if cfg.sts_corpus and load_pairs(cfg.sts_corpus).columns.score is None:
+        raise UserError(f"sts_corpus {cfg.sts_corpus} has no score column to correlate with.")
     for name in (cfg.model, cfg.reference, getattr(cfg, "teacher", None)):
         if name and name not in ("reference", "score"):
             resolve_model(name)

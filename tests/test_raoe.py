@@ -9,8 +9,10 @@ import torch
 from sentence_transformers.sentence_transformer.losses import CoSENTLoss
 
 from core.errors import UserError
-from core.losses.raoe import RAOELoss, batch_ranks, gated_share, rank_pair_mask
+from core.losses.raoe import RAOELoss, batch_ranks, gate_pair_mask, gated_share, rank_pair_mask
 from core.models.loading import load_model
+from core.training.config import TrainConfig
+from core.training.recipes import get_recipe
 
 TEXTS1 = ["the dog ran home", "a man read a book", "the sun is high", "she sang a song", "the car is red",
           "we eat fish", "the king went to war", "children play in the tree"]
@@ -67,6 +69,40 @@ def test_angle_term_sums_only_the_gated_pair(tiny_model) -> None:
     got = loss.compute_loss_from_embeddings(_pairs_at_angles(angles), labels)
     assert got.item() == pytest.approx(math.log1p(math.exp(20.0 * (angles[1] - angles[0]))), rel=1e-9)
     assert loss.last_gated_share == pytest.approx(1 / 3)
+
+
+# l_i > l_j: (0, 1), (2, 0), (2, 1); s_i < s_j: (0, 1), (0, 2), (1, 2); both: (0, 1) alone.
+GATE_SCORES, GATE_ORDINAL = [0.1, 0.5, 0.9], [1, 0, 2]
+GATED = {"both": {(0, 1)}, "label": {(0, 1), (2, 0), (2, 1)}, "score": {(0, 1), (0, 2), (1, 2)}}
+
+
+@pytest.mark.parametrize("gate", sorted(GATED))
+def test_each_gate_selects_exactly_its_pairs(gate: str) -> None:
+    labels = _labels(GATE_SCORES, GATE_ORDINAL)
+    mask = gate_pair_mask(labels[:, 0], labels[:, 1], gate)
+    assert {(i, j) for i, j in mask.nonzero().tolist()} == GATED[gate]
+
+
+@pytest.mark.parametrize("gate", sorted(GATED))
+def test_the_angle_term_sums_over_the_gated_pairs(tiny_model, gate: str) -> None:
+    angles = [0.3, 1.1, 0.5]  # every gate gives a different sum
+    loss = RAOELoss(tiny_model, tau=5.0, w_rank=0.0, gate=gate)
+    got = loss.compute_loss_from_embeddings(_pairs_at_angles(angles),
+                                            _labels(GATE_SCORES, GATE_ORDINAL, dtype=torch.float64))
+    expected = math.log1p(sum(math.exp(5.0 * (angles[j] - angles[i])) for i, j in GATED[gate]))
+    assert got.item() == pytest.approx(expected, rel=1e-9)
+    assert loss.last_gated_share == pytest.approx(1 / 3)  # measured on the data, whatever the gate
+
+
+def test_the_raoe_recipe_passes_its_gate_and_the_ablations_keep_both(tiny_model) -> None:
+    cfg = TrainConfig(corpus="pairs.csv", recipe="raoe", gate="label")
+    assert get_recipe("raoe").build_loss(tiny_model, cfg).gate == "label"
+    assert TrainConfig(corpus="pairs.csv", recipe="raoe").gate == "both"
+    for ablation in ("raoe_rank", "raoe_angle"):
+        cfg = TrainConfig(corpus="pairs.csv", recipe=ablation)
+        assert get_recipe(ablation).build_loss(tiny_model, cfg).gate == "both"
+    with pytest.raises(UserError, match="gate"):
+        TrainConfig(corpus="pairs.csv", recipe="raoe", gate="labels")
 
 
 def test_flipping_the_label_direction_flips_the_gated_share(tiny_model) -> None:
@@ -167,6 +203,7 @@ def test_a_tiny_model_trained_five_steps_lowers_the_loss(fresh_model) -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"tau": 0.0}, {"interval": -1}, {"interval": 1.5}, {"w_rank": 0.0, "w_angle": 0.0}, {"w_rank": -1.0},
+    {"gate": "labels"},
 ])
 def test_bad_settings_are_user_errors(tiny_model, kwargs: dict) -> None:
     with pytest.raises(UserError):
@@ -179,6 +216,6 @@ def test_labels_without_score_and_ordinal_columns_are_a_user_error(tiny_model) -
 
 
 def test_config_and_citation(tiny_model) -> None:
-    loss = RAOELoss(tiny_model, tau=10.0, interval=3, w_rank=1.0, w_angle=0.5)
-    assert loss.get_config_dict() == {"tau": 10.0, "interval": 3, "w_rank": 1.0, "w_angle": 0.5}
+    loss = RAOELoss(tiny_model, tau=10.0, interval=3, w_rank=1.0, w_angle=0.5, gate="score")
+    assert loss.get_config_dict() == {"tau": 10.0, "interval": 3, "w_rank": 1.0, "w_angle": 0.5, "gate": "score"}
     assert "RAOE" in loss.citation

@@ -115,3 +115,22 @@ def test_train_page_offers_raoe_with_its_settings(monkeypatch, tiny_model_dir):
     assert at.selectbox(key="train:interval:raoe").value == 2
     assert {at.number_input(key=f"train:{name}").label for name in ("tau", "w_rank", "w_angle")} == {
         "Scale tau", "Weight of L_rank", "Weight of L_angle"}
+
+
+def test_a_labelled_run_can_report_sts_on_a_pair_corpus_too(tmp_path, tiny_model_dir, capsys):
+    code = main(["train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--recipe", "cosent",
+                 "--examples", "32", "--batch-size", "16", "--sts-corpus", str(pair_file(tmp_path)), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for when in ("before", "after"):
+        assert "polarity" in out[when] and -100 <= out[when]["sts_spearman"] <= 100
+
+
+def test_an_sts_corpus_without_scores_is_refused_before_a_run(tmp_path, capsys):
+    assert main(["train", str(demo_corpus_path()), "--sts-corpus", str(tmp_path / "missing.csv")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    unscored = tmp_path / "nli_only.csv"
+    unscored.write_text("text1,text2,label\n" + "\n".join(f"a {i},b {i},neutral" for i in range(20)) + "\n")
+    assert main(["train", str(demo_corpus_path()), "--sts-corpus", str(unscored)]) == 2
+    assert "has no score column" in capsys.readouterr().err
+    assert RunStore().list() == []

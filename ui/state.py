@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from core.data.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns, read_pasted, read_table
+from core.data.pairs import PairColumns, PairCorpus, build_pairs
 from core.models.loading import DEFAULT_MODEL, resolve_model
 
 _CORPUS = "corpus"
@@ -55,7 +56,8 @@ def init() -> None:
 # ---------------------------------------------------------------- corpus
 
 
-def corpus() -> Corpus | None:
+def corpus() -> Corpus | PairCorpus | None:
+    """A labelled corpus (kind "labelled") or a pair corpus (kind "pairs"), whichever the table holds."""
     return st.session_state.get(_CORPUS)
 
 
@@ -64,18 +66,22 @@ def table() -> Table | None:
     return st.session_state.get(_TABLE)
 
 
-def use_table(table: Table, columns: Columns, drop_duplicates: bool) -> bool:
-    """Make the corpus built from `table` current; True when that changed the current corpus.
+def use_table(table: Table, columns: Columns | PairColumns, drop_duplicates: bool = False) -> bool:
+    """Make the corpus built from `table` current (a pair corpus for PairColumns, which never drops
+    duplicates); True when that changed the current corpus.
 
-    Rebuilds only when the input or the mapping changed. build_corpus raises UserError on bad data,
+    Rebuilds only when the input or the mapping changed. Building raises UserError on bad data,
     in which case the previous corpus stays current.
     """
     key = (table.key, columns, drop_duplicates)
     ss = st.session_state
     if ss.get(_CORPUS_KEY) == key:
         return False
-    built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,
-                         warnings=list(table.warnings))
+    if isinstance(columns, PairColumns):
+        built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings))
+    else:
+        built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,
+                             warnings=list(table.warnings))
     ss[_CORPUS], ss[_CORPUS_KEY], ss[_TABLE] = built, key, table
     return True
 

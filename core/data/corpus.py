@@ -542,24 +542,29 @@ def demo_documents_path() -> Path:
     return ASSETS / "demo_documents.csv"
 
 
-def persist_table(df: pd.DataFrame, columns: Columns, drop_duplicates: bool = False) -> Path:
+def persist_table(df: pd.DataFrame, columns: Columns | dict[str, str], drop_duplicates: bool = False) -> Path:
     """The mapped columns of an in-memory table (an upload, a paste) as a Parquet file that a run's
     TrainConfig.corpus can name, so a background worker and a later rerun read the same rows.
 
+    `columns` is a labelled corpus's mapping (columns kept under their own names), or {saved name: column}
+    (a pair corpus's columns saved as text1, text2, score, label and split, the names its loader detects).
     Written once per content under CONTRASTLAB_HOME/corpora/<content hash>.parquet (temp file, then
-    rename); the same table gives the same path. With drop_duplicates the rows build_corpus would drop
-    are left out, so load_corpus on the file gives the corpus the page showed.
+    rename); the same table gives the same path. With drop_duplicates (a labelled mapping only) the rows
+    build_corpus would drop are left out, so load_corpus on the file gives the corpus the page showed.
     """
-    wanted = [c for c in (columns.text, columns.label, columns.split) if c is not None]
-    missing = [c for c in wanted if c not in df.columns]
+    if isinstance(columns, Columns):
+        saved = {c: c for c in (columns.text, columns.label, columns.split) if c is not None}
+    else:
+        saved = dict(columns)
+    missing = [c for c in saved.values() if c not in df.columns]
     if missing:
         raise UserError(f"There is no column named '{missing[0]}'; the columns are: {', '.join(map(str, df.columns))}.")
-    frame = df[wanted].reset_index(drop=True)
-    if drop_duplicates:
+    frame = pd.DataFrame({name: df[col].reset_index(drop=True) for name, col in saved.items()})
+    if drop_duplicates and isinstance(columns, Columns):
         texts = clean_texts(frame[columns.text], columns.text)
         usable = texts.ne("") & _clean_labels(frame[columns.label], columns.label).notna()
         frame = frame[~(usable & texts.where(usable).duplicated())].reset_index(drop=True)
-    digest = hashlib.sha256(json.dumps([wanted, [str(t) for t in frame.dtypes]]).encode("utf-8"))
+    digest = hashlib.sha256(json.dumps([list(saved), [str(t) for t in frame.dtypes]]).encode("utf-8"))
     digest.update(frame.isna().to_numpy().tobytes())  # a missing cell and the text "nan" must differ
     digest.update(pd.util.hash_pandas_object(frame.astype(str), index=False).to_numpy().tobytes())
     path = corpora_dir() / f"{digest.hexdigest()[:16]}.parquet"

@@ -22,6 +22,7 @@ from core.errors import UserError
 # arccos' gradient -1/sqrt(1 - c^2) is infinite at c = +-1 (identical or opposite embeddings); clamping c just
 # inside [-1, 1] keeps it finite. It moves theta by at most ~1.4e-3 rad.
 ANGLE_EPS = 1e-6
+GATES = ("both", "label", "score")  # which of label and score select the pairs of L_angle
 
 
 def batch_ranks(scores: Tensor) -> Tensor:
@@ -39,10 +40,19 @@ def rank_pair_mask(scores: Tensor, interval: int) -> Tensor:
     return (ranks[None, :] - ranks[:, None]) > interval
 
 
-def gate_pair_mask(scores: Tensor, ordinal: Tensor) -> Tensor:
-    """mask[i, j]: the label and the score agree that pair j is the more related one, i.e. l_i > l_j (j's label
-    is closer to 0 = most related) and s_i < s_j (j's score is higher)."""
-    return (ordinal[:, None] > ordinal[None, :]) & (scores[:, None] < scores[None, :])
+def gate_pair_mask(scores: Tensor, ordinal: Tensor, gate: str = "both") -> Tensor:
+    """mask[i, j]: pair j is the more related one, so its angle should be the narrower one.
+
+    ``gate`` says who decides: "both" the label and the score agree (l_i > l_j: j's label is closer to 0 = most
+    related, and s_i < s_j: j's score is higher); "label" the label alone; "score" the score alone (ablations).
+    """
+    by_label = ordinal[:, None] > ordinal[None, :]
+    by_score = scores[:, None] < scores[None, :]
+    if gate == "label":
+        return by_label
+    if gate == "score":
+        return by_score
+    return by_label & by_score
 
 
 def gated_share(scores: Tensor, ordinal: Tensor) -> float:
@@ -68,19 +78,21 @@ class RAOELoss(nn.Module):
     theta_i = arccos(c_i):
 
     - L_rank = log(1 + sum over (i, j) with r_j - r_i > interval of exp(tau (c_i - c_j)))
-    - L_angle = log(1 + sum over (i, j) with l_i > l_j and s_i < s_j of exp(tau (theta_j - theta_i)))
+    - L_angle = log(1 + sum over the gated (i, j) of exp(tau (theta_j - theta_i))); ``gate`` "both" (default)
+      keeps pairs with l_i > l_j and s_i < s_j, "label" those with l_i > l_j, "score" those with s_i < s_j
     - L = w_rank L_rank + w_angle L_angle
 
     ``interval`` is in rank units, so its effect depends on the batch size. With interval 0 and distinct scores
-    L_rank is CoSENT with scale tau. A zero weight skips its term (ablations). After each batch
-    ``last_gated_share`` holds the share of label-ordered pairs (l_i > l_j) whose scores agree (s_i < s_j).
+    L_rank is CoSENT with scale tau. A zero weight skips its term and a one-sided gate tests what the other
+    side adds (ablations). After each batch ``last_gated_share`` holds the share of label-ordered pairs
+    (l_i > l_j) whose scores agree (s_i < s_j), whatever the gate: it measures the data, not the loss.
 
     Labels: a float tensor (batch, 2), column 0 the score s, column 1 the ordinal label l.
     """
 
     def __init__(
         self, model: SentenceTransformer, tau: float = 20.0, interval: int = 2, w_rank: float = 1.0,
-        w_angle: float = 1.0,
+        w_angle: float = 1.0, gate: str = "both",
     ) -> None:
         super().__init__()
         if not tau > 0:
@@ -89,11 +101,14 @@ class RAOELoss(nn.Module):
             raise UserError(f"RAOE's interval is a number of ranks: a whole number >= 0, got {interval!r}.")
         if w_rank < 0 or w_angle < 0 or w_rank + w_angle == 0:
             raise UserError(f"RAOE's weights must be >= 0 and not both 0, got w_rank={w_rank}, w_angle={w_angle}.")
+        if gate not in GATES:
+            raise UserError(f"RAOE's gate must be one of {', '.join(GATES)}, got {gate!r}.")
         self.model = model
         self.tau = tau
         self.interval = interval
         self.w_rank = w_rank
         self.w_angle = w_angle
+        self.gate = gate
         self.last_gated_share = math.nan
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor) -> Tensor:
@@ -122,14 +137,15 @@ class RAOELoss(nn.Module):
             loss = loss + self.w_rank * _masked_logsumexp(logits, rank_pair_mask(scores, self.interval))
         if self.w_angle:
             theta = torch.arccos(cosines.clamp(-1 + ANGLE_EPS, 1 - ANGLE_EPS))
-            # logits[i, j] = tau (theta_j - theta_i): penalised where j is the more related pair by label and
-            # score but has the wider angle.
+            # logits[i, j] = tau (theta_j - theta_i): penalised where the gate calls j the more related pair but
+            # j has the wider angle.
             logits = self.tau * (theta[None, :] - theta[:, None])
-            loss = loss + self.w_angle * _masked_logsumexp(logits, gate_pair_mask(scores, ordinal))
+            loss = loss + self.w_angle * _masked_logsumexp(logits, gate_pair_mask(scores, ordinal, self.gate))
         return loss
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"tau": self.tau, "interval": self.interval, "w_rank": self.w_rank, "w_angle": self.w_angle}
+        return {"tau": self.tau, "interval": self.interval, "w_rank": self.w_rank, "w_angle": self.w_angle,
+                "gate": self.gate}
 
     @property
     def citation(self) -> str:

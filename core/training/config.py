@@ -47,6 +47,8 @@ GENERAL: tuple[Param, ...] = (
     Param("eval_every", int, 0, "Evaluate every n steps (0 = off)", "P@k, S@k and kNN during training: the "
           "evaluation curve. Each evaluation encodes the test and pool texts.", low=0, high=10**6),
     Param("eval_k", int, 16, "k", "Retrieval depth of P@k / S@k.", low=1, high=1000),
+    Param("sts_corpus", str, None, "STS corpus", "A pair corpus (text1, text2, score) whose STS Spearman is reported "
+          "before and after as well, e.g. what a labelled run did to general similarity.", optional=True),
     Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True),
 )
 GENERAL_PARAMS: dict[str, Param] = {p.name: p for p in GENERAL}

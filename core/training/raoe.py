@@ -91,13 +91,13 @@ def ranked_pairs(cfg, corpus, reference, _fmt: str, progress: Progress | None = 
     return dataset, stats
 
 
-def _loss(**fixed: float):
+def _loss(**fixed: float | str):
     """The RAOE loss with the run's settings; an ablation fixes some (a weight of 0 drops that term)."""
     def build(model, cfg):
         from core.losses.raoe import RAOELoss
 
         settings = {name: fixed[name] if name in fixed else getattr(cfg, name)
-                    for name in ("tau", "interval", "w_rank", "w_angle")}
+                    for name in ("tau", "interval", "w_rank", "w_angle", "gate")}
         return RAOELoss(model, **settings)
     return build
 
@@ -112,15 +112,19 @@ W_RANK = Param("w_rank", float, 1.0, "Weight of L_rank", "Weight of the rank-mar
                low=0.0, high=100.0)
 W_ANGLE = Param("w_angle", float, 1.0, "Weight of L_angle", "Weight of the angle term gated by score and label.",
                 low=0.0, high=100.0)
+GATE = Param("gate", str, "both", "Gate of L_angle", "Which pairs L_angle orders: 'both' where label and score "
+             "agree, 'label' by the label alone, 'score' by the score alone (the paper's gate ablations).",
+             choices=("both", "label", "score"))
 
 _KINDS = ("labelled", "pairs")
 RAOE = [
     Recipe("raoe", "RAOE (rank-margin + gated angle)", "ranked pairs", _loss(), examples=ranked_pairs,
-           knob="interval", params=(INTERVAL, TEACHER, TAU, W_RANK, W_ANGLE, *MINING), kinds=_KINDS, needs=teacher_needs),
-    Recipe("raoe_rank", "RAOE ablation: L_rank only", "ranked pairs", _loss(w_rank=1.0, w_angle=0.0),
+           knob="interval", params=(INTERVAL, TEACHER, TAU, W_RANK, W_ANGLE, GATE, *MINING), kinds=_KINDS,
+           needs=teacher_needs),
+    Recipe("raoe_rank", "RAOE ablation: L_rank only", "ranked pairs", _loss(w_rank=1.0, w_angle=0.0, gate="both"),
            examples=ranked_pairs, knob="interval", params=(INTERVAL, TEACHER, TAU, *MINING), kinds=_KINDS,
            needs=teacher_needs),
-    Recipe("raoe_angle", "RAOE ablation: L_angle only", "ranked pairs", _loss(interval=0, w_rank=0.0, w_angle=1.0),
-           examples=ranked_pairs, params=(TEACHER, TAU, *MINING), kinds=_KINDS,
-           needs=teacher_needs),
+    Recipe("raoe_angle", "RAOE ablation: L_angle only", "ranked pairs",
+           _loss(interval=0, w_rank=0.0, w_angle=1.0, gate="both"), examples=ranked_pairs,
+           params=(TEACHER, TAU, *MINING), kinds=_KINDS, needs=teacher_needs),
 ]

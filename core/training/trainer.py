@@ -18,11 +18,11 @@ from sentence_transformers.sentence_transformer.modules import Pooling
 from transformers import PrinterCallback, TrainerCallback
 
 from core.data.corpus import Corpus
-from core.data.pairs import PairCorpus, load_any
+from core.data.pairs import PairCorpus, load_any, load_pairs
 from core.errors import Cancelled, UserError
 from core.evaluation.evaluate import EvalSettings, evaluate
 from core.evaluation.evaluator import TradeoffEvaluator
-from core.evaluation.sts import evaluate_pairs
+from core.evaluation.sts import evaluate_pairs, sts_spearman
 from core.models.ata import build_ata_model
 from core.models.loading import load_model
 from core.training.card import contrastlab_card_section
@@ -156,11 +156,17 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
     return trainer
 
 
-def _evaluate(model, reference, corpus: Corpus | PairCorpus, settings: EvalSettings, progress, model_name: str) -> dict:
-    """P@k, S@k and kNN accuracy on a labelled corpus; STS Spearman on a pair corpus."""
+def _evaluate(model, reference, corpus: Corpus | PairCorpus, settings: EvalSettings, progress, model_name: str,
+              sts: PairCorpus | None) -> dict:
+    """P@k, S@k and kNN accuracy on a labelled corpus, STS Spearman on a pair corpus; plus the STS Spearman of
+    the run's extra `sts` pair corpus when it names one."""
     if isinstance(corpus, PairCorpus):
-        return evaluate_pairs(model, corpus, model_name)
-    return evaluate(model, reference, corpus, settings, progress=progress, model_name=model_name)
+        result = evaluate_pairs(model, corpus, model_name)
+    else:
+        result = evaluate(model, reference, corpus, settings, progress=progress, model_name=model_name)
+    if sts is not None:
+        result["sts_spearman"] = sts_spearman(model, sts)
+    return result
 
 
 def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
@@ -179,6 +185,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
     phase("loading corpus and models")
     corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
     recipe.check_corpus(cfg, corpus)
     if cfg.eval_every > 0 and corpus.kind == "pairs":
         raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
@@ -192,7 +199,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
     base_is_reference = (cfg.reference or cfg.model) == cfg.model
     before = _evaluate(reference if base_is_reference else model, reference, corpus, settings,
-                       progress=enc_progress("evaluating before"), model_name=cfg.model)
+                       progress=enc_progress("evaluating before"), model_name=cfg.model, sts=sts)
     reporter.progress(metrics_before=before)
     timings["evaluate_before_s"] = time.monotonic() - t0
 
@@ -219,7 +226,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
     t3 = time.monotonic()
     after = _evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
-                      model_name=f"{cfg.model} + {cfg.recipe}")
+                      model_name=f"{cfg.model} + {cfg.recipe}", sts=sts)
     timings["evaluate_after_s"] = time.monotonic() - t3
     result = {
         "before": before,
