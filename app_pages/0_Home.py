@@ -3,6 +3,7 @@
 import streamlit as st
 
 import ui
+from ui.corpus_view import pair_summary
 
 st.title("ContrastLab")
 st.markdown(
@@ -16,9 +17,14 @@ corpus = ui.state.corpus()
 cards = st.columns([2.2, 1, 1, 1.8, 1])
 if corpus is not None:
     cards[0].metric("Corpus", corpus.name, border=True, help=f"Split: {corpus.report.split_source}")
-    cards[1].metric("Texts", f"{len(corpus.train_texts) + len(corpus.test_texts):,}", border=True,
-                    help=f"{len(corpus.train_texts):,} train, {len(corpus.test_texts):,} {corpus.target_split}")
-    cards[2].metric("Classes", len(corpus.classes), border=True, help=", ".join(corpus.classes))
+    if corpus.kind == "pairs":
+        cards[1].metric("Pairs", f"{len(corpus.train) + len(corpus.test):,}", border=True,
+                        help=f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}")
+        cards[2].metric("Kind", "pairs", border=True, help=pair_summary(corpus))
+    else:
+        cards[1].metric("Texts", f"{len(corpus.train_texts) + len(corpus.test_texts):,}", border=True,
+                        help=f"{len(corpus.train_texts):,} train, {len(corpus.test_texts):,} {corpus.target_split}")
+        cards[2].metric("Classes", len(corpus.classes), border=True, help=", ".join(corpus.classes))
 cards[3].metric("Reference model", ui.model_label(ui.state.model_name()), border=True, help=ui.state.model_name())
 cards[4].metric("Device", ui.device(), border=True)
 

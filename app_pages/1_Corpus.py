@@ -1,24 +1,30 @@
-"""Corpus page: load a labelled corpus, read its validation report, and score the reference model on it."""
+"""Corpus page: load a labelled corpus or a pair corpus, read its validation report, and score the reference
+model on it (P@k / S@k on labels, STS Spearman on scored pairs)."""
 
 import streamlit as st
 
 import ui
 from core.data.corpus import DEFAULT_MAX_BYTES, Columns, detect_columns
+from core.data.pairs import PairColumns, detect_pair_columns, is_pair_table
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, evaluate
+from core.evaluation.sts import evaluate_pairs
 from core.models.encode import count_overlong
-from ui.corpus_view import balance_figure, corpus_frame
+from ui.corpus_view import balance_figure, corpus_frame, pair_frame, pair_summary
 from ui.state import Table
 
 SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
 FILE_TYPES = ["csv", "tsv", "tab", "txt", "jsonl", "ndjson", "json", "parquet", "pq"]
 NO_SPLIT = "(none: hold out 10%)"
+NO_COLUMN = "(none)"
 PREVIEW_ROWS = 1000
 SETTINGS = EvalSettings()
 
 st.title("Corpus")
 st.caption("One text and one label per row, plus an optional split column (train / test / validation); "
-           "without one, a stratified 10% is held out with seed 0. Texts are never sent anywhere.")
+           "without one, a stratified 10% is held out with seed 0. A table with text1 and text2 columns is a pair "
+           "corpus: a similarity score and / or an NLI label (entailment, neutral, contradiction) per pair. "
+           "Texts are never sent anywhere.")
 
 
 def choose_table() -> Table | None:
@@ -73,6 +79,36 @@ def choose_columns(table: Table) -> tuple[Columns, bool] | None:
     return Columns(text=text, label=label, split=None if split == NO_SPLIT else split), dedupe
 
 
+def choose_pair_columns(table: Table) -> tuple[PairColumns, bool] | None:
+    """Pickers for a pair table, pre-filled with what detect_pair_columns finds; None until the mapping is usable.
+    Pairs that repeat are kept (the report counts them), so duplicates are never dropped."""
+    names = [str(c) for c in table.df.columns]
+    try:
+        detected = detect_pair_columns(table.df)
+    except UserError as exc:
+        detected = None
+        st.info(f"{exc} Pick them below.")
+    picked = {}
+    for box, role in zip(st.columns(5), ("text1", "text2", "score", "label", "split")):
+        required = role in ("text1", "text2")
+        options = names if required else [NO_COLUMN, *names]
+        index = _index(options, getattr(detected, role) if detected else None)
+        value = box.selectbox(f"{role.capitalize()} column", options, index=index if required else index or 0,
+                              key=f"{role}_col:{table.key}", persist_state="session", placeholder="Pick a column")
+        picked[role] = None if value == NO_COLUMN else value
+    if picked["text1"] is None or picked["text2"] is None:
+        st.info("Pick the text1 and the text2 column.")
+        return None
+    if picked["score"] is None and picked["label"] is None:
+        st.info("Pick a score column, a label column or both.")
+        return None
+    chosen = [c for c in picked.values() if c is not None]
+    if len(set(chosen)) < len(chosen):
+        st.error("Each role needs a different column.")
+        return None
+    return PairColumns(**picked), False
+
+
 def choose_model() -> None:
     current = ui.state.model_name()
     typed = st.text_input("Reference model", value=current,
@@ -86,18 +122,31 @@ def choose_model() -> None:
             st.rerun()
 
 
+def all_texts(corpus) -> list[str]:
+    if corpus.kind == "pairs":
+        return corpus.train.text1 + corpus.train.text2 + corpus.test.text1 + corpus.test.text2
+    return corpus.train_texts + corpus.test_texts
+
+
 def overlong(corpus) -> tuple[int, int] | None:
     """(texts longer than the model's limit, the limit in tokens), once per corpus and model."""
     cache, key = ui.state.session_cache("overlong"), (corpus.fingerprint, ui.state.model_name())
     if key not in cache:
         with ui.guard("Counting over-long texts"):
             model = ui.get_model()
-            cache[key] = count_overlong(model, corpus.train_texts + corpus.test_texts), model.max_seq_length
+            cache[key] = count_overlong(model, all_texts(corpus)), model.max_seq_length
     return cache.get(key)
 
 
+def overlong_card(where, corpus) -> None:
+    too_long = overlong(corpus)
+    where.metric("Over-long texts", "–" if too_long is None else f"{too_long[0]:,}", border=True,
+                 help=None if too_long is None else f"Longer than the model's {too_long[1]} tokens; "
+                                                    "truncated when encoded.")
+
+
 def show_report(corpus) -> None:
-    report, too_long = corpus.report, overlong(corpus)
+    report = corpus.report
     cards = st.columns(6)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
     cards[1].metric("Rows kept", f"{report.rows_kept:,}", border=True)
@@ -106,9 +155,7 @@ def show_report(corpus) -> None:
                     help="Rows dropped: a text without a label.")
     cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True,
                     help="Dropped." if report.duplicates_dropped else "Kept; tick Drop duplicates to remove them.")
-    cards[5].metric("Over-long texts", "–" if too_long is None else f"{too_long[0]:,}", border=True,
-                    help=None if too_long is None else f"Longer than the model's {too_long[1]} tokens; "
-                                                       "truncated when encoded.")
+    overlong_card(cards[5], corpus)
     st.caption(f"{len(corpus.classes)} classes · {len(corpus.train_texts):,} train and {len(corpus.test_texts):,} "
                f"{corpus.target_split} texts · split: {report.split_source}")
     for warning in report.warnings:
@@ -123,24 +170,68 @@ def show_report(corpus) -> None:
         st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
 
 
+def show_pair_report(corpus) -> None:
+    report = corpus.report
+    st.markdown(f"**Pair corpus**: {pair_summary(corpus)}")
+    cards = st.columns(7)
+    cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
+    cards[1].metric("Pairs kept", f"{report.rows_kept:,}", border=True)
+    cards[2].metric("Empty texts", f"{report.empty_dropped:,}", border=True, help="Rows dropped: text1 or text2 empty.")
+    cards[3].metric("Missing scores", f"{report.missing_score_dropped:,}", border=True,
+                    help="Rows dropped: a pair without a score.")
+    cards[4].metric("Missing labels", f"{report.missing_label_dropped:,}", border=True,
+                    help="Rows dropped: a pair without a label.")
+    cards[5].metric("Duplicates", f"{report.duplicates:,}", border=True, help="Pairs that appear more than once; kept.")
+    overlong_card(cards[6], corpus)
+    st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} pairs · "
+               f"split: {report.split_source}")
+    for warning in report.warnings:
+        st.warning(warning)
+    frame = pair_frame(corpus)
+    st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} pairs")
+    st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
+
+
+def reference_result(corpus, label: str, score) -> dict | None:
+    """The reference model's evaluation of the corpus: computed once per corpus and model, when the button is
+    pressed; the button goes once the result is there."""
+    model_name = ui.state.model_name()
+    results, key = ui.state.session_cache("reference_eval"), (corpus.fingerprint, model_name)
+    if key not in results:
+        slot = st.empty()
+        if slot.button(label, type="primary", icon=":material/play_arrow:"):
+            with ui.guard("The evaluation"), ui.progress_bar("Loading the model…") as bar:
+                results[key] = score(ui.get_model(), model_name, bar)
+            if key in results:
+                slot.empty()
+    return results.get(key)
+
+
+def show_sts_evaluation(corpus) -> None:
+    st.subheader("Reference evaluation")
+    if corpus.columns.score is None:
+        st.info("STS Spearman needs a score column; this corpus has NLI labels only (RAOE recipes still train on "
+                "them).")
+        return
+    st.caption(f"**STS Spearman**: rank correlation between the reference model's cosine of each "
+               f"{corpus.target_split} pair and its gold score, x100.")
+    r = reference_result(corpus, "Run STS evaluation",
+                         lambda model, model_name, _bar: evaluate_pairs(model, corpus, model_name))
+    if r is not None:
+        st.columns(4)[0].metric("STS Spearman", f"{r['sts_spearman']:.1f}", border=True,
+                                help=f"Over {r['n_pairs']:,} {r['target_split']} pairs.")
+
+
 def show_evaluation(corpus) -> None:
     st.subheader("Reference evaluation")
     st.caption(f"**P@{SETTINGS.k}**: rank-weighted share of a {corpus.target_split} text's {SETTINGS.k} nearest "
                f"training texts that share its label (class separation). **S@{SETTINGS.k}**: their cosine to it "
                "under the reference model (kept meaning). Both x100.")
-    model_name = ui.state.model_name()
-    results, key = ui.state.session_cache("reference_eval"), (corpus.fingerprint, model_name)
-    if key not in results:
-        slot = st.empty()  # the button goes once the result is there, as on every later rerun
-        if slot.button("Run reference evaluation", type="primary", icon=":material/play_arrow:"):
-            with ui.guard("The evaluation"), ui.progress_bar("Loading the model…") as bar:
-                model = ui.get_model()
-                results[key] = evaluate(model, model, corpus, SETTINGS, progress=bar, model_name=model_name)
-            if key in results:
-                slot.empty()
-    if key not in results:
+    r = reference_result(corpus, "Run reference evaluation",
+                         lambda model, model_name, bar: evaluate(model, model, corpus, SETTINGS, progress=bar,
+                                                                 model_name=model_name))
+    if r is None:
         return
-    r = results[key]
     cards = st.columns(4)
     cards[0].metric(f"P@{r['k']}", f"{r['polarity']:.1f}", border=True, help="Class separation (polarity).")
     cards[1].metric(f"S@{r['k']}", f"{r['similarity']:.1f}", border=True, help="Kept meaning (similarity).")
@@ -160,7 +251,7 @@ with source_col, ui.guard("Reading the table"):
 with model_col:
     choose_model()
 if table is not None:
-    choice = choose_columns(table)
+    choice = choose_pair_columns(table) if is_pair_table(table.df) else choose_columns(table)
     if choice is not None:
         with ui.guard("Building the corpus"):
             if ui.state.use_table(table, *choice):
@@ -172,5 +263,9 @@ corpus = ui.state.corpus()
 if corpus is None:
     st.stop()
 st.subheader(f"Validation report · {corpus.name}")
-show_report(corpus)
-show_evaluation(corpus)
+if corpus.kind == "pairs":
+    show_pair_report(corpus)
+    show_sts_evaluation(corpus)
+else:
+    show_report(corpus)
+    show_evaluation(corpus)

@@ -10,7 +10,7 @@ from core.errors import UserError
 from core.jobs.sweep import sweep_config
 from core.training.config import GENERAL_PARAMS, TrainConfig, general_default
 from core.training.params import Param
-from core.training.recipe import Recipe
+from core.training.recipe import MINING, Recipe
 from core.training.recipes import RECIPES
 from ui import run_control, run_panel
 
@@ -25,8 +25,8 @@ store = ui.run_store()
 shown = run_control.current_run(store)
 st.title("Train")
 st.caption("Fine-tune a copy of the reference model in a background process. Supervised recipes train on "
-           "examples mined from the labels with the frozen reference model; self-supervised ones on crops "
-           "of multi-sentence documents.")
+           "examples mined from the labels with the frozen reference model (on a pair corpus: on its pairs); "
+           "self-supervised ones on crops of multi-sentence documents.")
 
 
 def _keep(key: str) -> dict:
@@ -34,10 +34,14 @@ def _keep(key: str) -> dict:
     return {"key": f"train:{key}", "persist_state": "session"}
 
 
-def choose_recipe() -> Recipe:
-    group = st.segmented_control("Objective", list(GROUPS), default="Supervised", required=True, **_keep("group"))
-    names = [name for name, r in RECIPES.items() if r.self_supervised == GROUPS[group]]
-    name = st.selectbox("Recipe", names, format_func=lambda n: RECIPES[n].title, **_keep(f"recipe:{group}"))
+def choose_recipe(kind: str) -> Recipe:
+    """The recipes that train on this corpus kind ("labelled" or "pairs"), grouped; groups without one are left out."""
+    usable = {name: r for name, r in RECIPES.items() if kind in r.kinds}
+    groups = [g for g, ss in GROUPS.items() if any(r.self_supervised == ss for r in usable.values())]
+    own = "" if kind == "labelled" else f":{kind}"  # other choices, so their own remembered picks
+    group = st.segmented_control("Objective", groups, default=groups[0], required=True, **_keep(f"group{own}"))
+    names = [name for name, r in usable.items() if r.self_supervised == GROUPS[group]]
+    name = st.selectbox("Recipe", names, format_func=lambda n: RECIPES[n].title, **_keep(f"recipe:{group}{own}"))
     return RECIPES[name]
 
 
@@ -99,9 +103,11 @@ def choose_knob(recipe: Recipe) -> dict:
             if p.name == recipe.knob or p.choices}
 
 
-def choose_examples(recipe: Recipe) -> dict:
-    """The recipe's other settings (mining, or documents and crops) and the number of examples."""
-    params = [p for p in recipe.params if p.name != recipe.knob and not p.choices]
+def choose_examples(recipe: Recipe, kind: str) -> dict:
+    """The recipe's other settings (mining, or documents and crops) and the number of examples; a pair corpus's
+    examples are its own pairs, so nothing is mined and the mining settings are left out."""
+    params = [p for p in recipe.params if p.name != recipe.knob and not p.choices
+              and not (kind == "pairs" and p in MINING)]
     fields = {p.name: widget(p, key_of(p.name, recipe), p.default) for p in params if p.file}
     numbers = [p for p in params if not p.file]
     columns = st.columns(len(numbers) + 1)
@@ -129,7 +135,7 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
     corpus = ui.state.corpus()
     model = ui.state.model_name()
     key = (corpus.fingerprint, model, recipe.name, fields["examples"], fields["seed"],
-           *(fields[p.name] for p in recipe.params if p.name != recipe.knob))
+           *(fields.get(p.name) for p in recipe.params if p.name != recipe.knob))
     cache = ui.state.session_cache("example_preview")
     if clicked:
         with ui.guard("Preparing the examples"), ui.progress_bar("Loading the reference model…") as bar:
@@ -149,6 +155,13 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
         cards[1].metric("Skipped documents", f"{stats['skipped_docs']:,}", border=True,
                         help="Too few sentences of 100-250 characters to form the chunks.")
         cards[2].metric("Pairs used", f"{stats['examples']:,}", border=True)
+    elif corpus.kind == "pairs":
+        cards[0].metric("Pairs used", f"{stats['examples']:,}", border=True, help=f"From the {stats['source']}.")
+        if stats.get("gated_share") is not None:
+            cards[1].metric("Gated share", f"{stats['gated_share']:.0%}", border=True,
+                            help="Share of the pairs whose angle term is on (see Definitions, RAOE).")
+        st.caption("label = [s, l]: the teacher's score s and the ordinal label l (0 = most related)."
+                   if "label" in frame else "score: the pair's gold score rescaled to [0, 1].")
     else:
         cards[0].metric("Available", f"{stats['available']:,}", border=True,
                         help=f"{stats['format']} examples mined, after removing repeats.")
@@ -186,18 +199,19 @@ if corpus is None:
     st.info("No corpus is loaded yet; load one on the Corpus page first.")
     st.page_link("app_pages/1_Corpus.py", label="Go to the Corpus page", icon=":material/table_view:")
     st.stop()
+mines = corpus.kind == "labelled"
 
 fields: dict | None = {}
 recipe_box, examples_box = st.columns([2, 3])
 with recipe_box.container(border=True):
     st.markdown("**Recipe**")
-    recipe = choose_recipe()
+    recipe = choose_recipe(corpus.kind)
     with ui.guard("Reading the margin") as margin_check:
         fields.update(choose_knob(recipe))
 with examples_box.container(border=True):
-    st.markdown("**Documents**" if recipe.self_supervised else "**Mining**")
+    st.markdown("**Documents**" if recipe.self_supervised else "**Mining**" if mines else "**Examples**")
     with ui.guard("Reading the documents") as examples_check:
-        fields.update(choose_examples(recipe))
+        fields.update(choose_examples(recipe, corpus.kind))
     preview = st.button("Preview crops" if recipe.self_supervised else "Preview examples", icon=":material/preview:",
                         key="train:preview", disabled=examples_check.failed)
 preview_area = st.container()  # filled below: the examples depend on the budget's seed too
@@ -220,7 +234,9 @@ start_col, sweep_col = st.columns([1, 3])
 if start_col.button("Start training", type="primary", icon=":material/play_arrow:", disabled=fields is None or busy,
                     help="The shown run is still going; cancel it or wait." if busy else None):
     with ui.guard("Starting the run") as outcome:
-        run_control.start_run("train", TrainConfig.from_dict({**run_control.corpus_fields(), **fields}).to_dict())
+        cfg = TrainConfig.from_dict({**run_control.corpus_fields(), **fields})
+        recipe.check_corpus(cfg, corpus)
+        run_control.start_run("train", cfg.to_dict())
     if not outcome.failed:
         st.rerun()
 with sweep_col:

@@ -21,7 +21,7 @@ st.caption("Each text as a point, coloured by its label; hover to read it. The f
            "reference map's layout, so a text whose neighbourhood did not change stays put. kNN accuracy: each "
            "test text classified by the majority label of its 10 nearest training texts.")
 
-corpus = ui.require_corpus()
+corpus = ui.require_corpus("Maps")
 
 
 def points_control(total: int) -> int:

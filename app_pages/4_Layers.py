@@ -13,7 +13,7 @@ st.caption("Each point classifies the test texts by the majority label of their 
            "rises above the reference shows which layers learned to separate the labels; frozen layers "
            "(shaded) can only change through the layers below them.")
 
-corpus = ui.require_corpus()
+corpus = ui.require_corpus("Layers")
 
 runs = pick_runs(corpus, key="layers_runs")
 references = list(dict.fromkeys([ui.state.model_name(), *map(run_reference, runs)]))

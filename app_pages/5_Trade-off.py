@@ -5,12 +5,13 @@ import time
 import streamlit as st
 
 import ui
-from core.analysis.plots import tradeoff_figure
+from core.analysis.plots import sts_change_figure, tradeoff_figure
 from core.analysis.tradeoff import (
     MARGIN_STEPS,
     margin_constraint_share,
     margin_share_figure,
     mined_triplet_embeddings,
+    sts_changes,
     tradeoff_points,
 )
 from core.errors import UserError
@@ -26,8 +27,26 @@ st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training
            "error bars one standard deviation over targets. Up and to the right is better; the dashed line is the "
            "Pareto front.")
 
-corpus = ui.require_corpus()
 runs = ui.run_store()
+
+
+def sts_section() -> None:
+    """STS Spearman before -> after of the runs that report it (runs on scored pairs); nothing when none does."""
+    rows = sts_changes(runs)
+    if not rows:
+        return
+    st.subheader("STS Spearman")
+    st.caption("Runs on a pair corpus with scores: how well the cosine ranks the target pairs like their gold "
+               "score, before and after training (×100).")
+    ui.plot(sts_change_figure(rows), "sts_spearman", key="sts_plot")
+    st.dataframe([{"run": r["run_id"], "recipe": r["recipe"], "before": round(r["before"], 1),
+                   "after": round(r["after"], 1), "change": round(r["change"], 1)} for r in rows], hide_index=True)
+
+
+corpus = ui.state.corpus()
+if corpus is not None and corpus.kind == "pairs":
+    sts_section()  # the P@k / S@k parts below need labels
+corpus = ui.require_corpus("Trade-off")
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
 quick_runs: dict[float, str] = ui.state.session_cache("quick_runs").setdefault(context, {})  # margin -> run id
 k = int(st.number_input("k (neighbours retrieved per text)", min_value=1, max_value=100, value=16, step=1,
@@ -123,5 +142,6 @@ if picked is not None:
     if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):
         start_quick(picked)
     quick_status()
+sts_section()
 with ui.guard("Preparing a worker"):
     keep_warm()  # last: its imports would slow the scoring and mining above on a small CPU

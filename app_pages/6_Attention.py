@@ -14,7 +14,7 @@ st.caption("Heatmaps: the last layer's attention per head (rows = query tokens, 
            "token receives from all queries and heads, normalised to sum 1 — the tokens an ATA-pooled embedding is "
            "made of.")
 
-corpus = ui.require_corpus()
+corpus = ui.require_corpus("Attention")
 
 SOURCES = (f"From the {corpus.target_split} split", "Type a text")
 

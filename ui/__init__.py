@@ -4,7 +4,7 @@ app.py registers the pages (``nav``), sets the page config, fills in the session
 the sidebar summary (``layout``) before running the page, so a page starts with its own content:
 
     import ui
-    corpus = ui.require_corpus()
+    corpus = ui.require_corpus("Maps")
     with ui.guard("Computing the maps") as outcome, ui.progress_bar() as bar:
         result = core_function(ui.get_model(), corpus, progress=bar)
     ui.plot(figure, "maps", key="maps_chart")

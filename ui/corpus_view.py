@@ -1,4 +1,5 @@
-"""Tables and charts of a Corpus for the pages (presentation only; the data comes from core.data.corpus)."""
+"""Tables, charts and summary lines of a corpus for the pages (presentation only; the data comes from
+core.data.corpus and core.data.pairs)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from core.data.corpus import Corpus
+from core.data.pairs import NLI_LABELS, PairCorpus
 
 
 def corpus_frame(corpus: Corpus) -> pd.DataFrame:
@@ -34,3 +36,30 @@ def balance_figure(corpus: Corpus) -> go.Figure:
                       legend=dict(orientation="h", y=1.12, x=0), xaxis_title=None, yaxis_title="texts")
     fig.update_xaxes(type="category")
     return fig
+
+
+def pair_summary(corpus: PairCorpus) -> str:
+    """"N pairs, scores x–y, labels entailment n · ...": what a pair corpus holds, in one line."""
+    summary = corpus.summary()
+    parts = [f"{summary['rows_train'] + summary['rows_test']:,} pairs"]
+    if summary["score_range"] is not None:
+        low, high = summary["score_range"]
+        parts.append(f"scores {low:g}–{high:g}")
+    if summary["label_counts"] is not None:
+        parts.append("labels " + " · ".join(f"{word} {n:,}" for word, n in summary["label_counts"].items()))
+    return ", ".join(parts)
+
+
+def pair_frame(corpus: PairCorpus) -> pd.DataFrame:
+    """One row per kept pair, train rows first: split, text1, text2 and the score and / or label it has."""
+    parts = (("train", corpus.train), (corpus.target_split, corpus.test))
+    frame = pd.DataFrame({
+        "split": [name for name, part in parts for _ in range(len(part))],
+        "text1": [t for _, part in parts for t in part.text1],
+        "text2": [t for _, part in parts for t in part.text2],
+    })
+    if corpus.columns.score is not None:
+        frame["score"] = [s for _, part in parts for s in part.scores.tolist()]
+    if corpus.columns.label is not None:
+        frame["label"] = [NLI_LABELS[code] for _, part in parts for code in part.labels.tolist()]
+    return frame

@@ -7,21 +7,30 @@ from pathlib import Path
 import streamlit as st
 
 from core.data.corpus import Corpus
+from core.data.pairs import PairCorpus
 from core.runs.labels import run_label
 from ui import nav, state
+from ui.corpus_view import pair_summary
 from ui.resources import device, run_store
 from ui.run_control import get_run
 from ui.run_picker import shown_run
 
 
-def require_corpus() -> Corpus:
-    """The current corpus, or a short pointer to the Corpus page and the end of this page's run."""
+KIND_NAMES = {"labelled": "a labelled corpus (text, label)", "pairs": "a pair corpus (text1, text2, score or label)"}
+
+
+def require_corpus(page: str, kind: str = "labelled") -> Corpus | PairCorpus:
+    """The current corpus when it is of `kind`, else one line saying what `page` needs, a link to the Corpus
+    page and the end of this page's run (a pair corpus has no labels to colour maps or score P@k with)."""
     corpus = state.corpus()
     if corpus is None:
         st.info("No corpus loaded yet — load one on the Corpus page.")
-        nav.link(nav.CORPUS)
-        st.stop()
-    return corpus
+    elif corpus.kind != kind:
+        st.info(f"The {page} page needs {KIND_NAMES[kind]}; load one on the Corpus page.")
+    else:
+        return corpus
+    nav.link(nav.CORPUS)
+    st.stop()
 
 
 def model_label(name: str) -> str:
@@ -37,9 +46,12 @@ def sidebar() -> None:
         if corpus is None:
             st.markdown("**Corpus** · none loaded")
         else:
-            n_rows = len(corpus.train_texts) + len(corpus.test_texts)
             st.markdown(f"**Corpus** · {corpus.name}")
-            st.caption(f"{n_rows:,} rows · {len(corpus.classes)} classes: {_class_list(corpus.classes)}")
+            if corpus.kind == "pairs":
+                st.caption(pair_summary(corpus))
+            else:
+                n_rows = len(corpus.train_texts) + len(corpus.test_texts)
+                st.caption(f"{n_rows:,} rows · {len(corpus.classes)} classes: {_class_list(corpus.classes)}")
         st.markdown(f"**Reference model** · `{model_label(model)}`", help=model)
         run_line()
         st.markdown(f"**Device** · {device()}")

@@ -6,6 +6,7 @@ tab opened on the same URL shows the same run; the worker process, not the tab, 
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Literal
 
 import streamlit as st
@@ -61,10 +62,16 @@ def current_run(runs: RunStore, fallback: Literal["active", "newest"] = "active"
 
 def corpus_fields() -> dict:
     """TrainConfig's corpus fields for the session's corpus: the demo file itself, else the table saved
-    as Parquet (core.data.corpus.persist_table) so the worker process reads exactly these rows."""
+    as Parquet (core.data.corpus.persist_table) so the worker process reads exactly these rows. A pair
+    corpus's mapped columns are saved under the names its loader detects (text1, text2, score, label, split)."""
     corpus, table = state.corpus(), state.table()
     if corpus is None or table is None:
         raise UserError("No corpus is loaded yet; load one on the Corpus page first.")
+    if corpus.kind == "pairs":
+        saved = {role: col for role, col in asdict(corpus.columns).items() if col is not None}
+        path = persist_table(table.df, saved)
+        return {"corpus": str(path), "text_col": None, "label_col": "label" if "label" in saved else None,
+                "split_col": "split" if "split" in saved else None}
     columns, dropped = corpus.columns, corpus.report.duplicates_dropped > 0
     if table.source == "demo" and not dropped:
         path = demo_corpus_path()

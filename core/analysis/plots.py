@@ -135,6 +135,28 @@ def tradeoff_figure(points: list[dict], k: int = 16) -> go.Figure:
     return fig
 
 
+def sts_change_figure(rows: list[dict]) -> go.Figure:
+    """One line per run from its STS Spearman before training (grey) to after (coloured by better / worse), so
+    the direction and size of each change read at a glance; rows as core.analysis.tradeoff.sts_changes gives."""
+    fig = go.Figure()
+    names = [html.escape(r["run_id"]) for r in rows]
+    for r, name in zip(rows, names):
+        fig.add_trace(go.Scatter(x=[r["before"], r["after"]], y=[name, name], mode="lines", showlegend=False,
+                                 line={"color": "lightgrey", "width": 3}, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[r["before"] for r in rows], y=names, mode="markers", name="before",
+                             marker={"color": "grey", "size": 10},
+                             hovertemplate="%{y}: before %{x:.1f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[r["after"] for r in rows], y=names, mode="markers", name="after",
+                             marker={"color": ["#2b8a3e" if r["change"] >= 0 else "#c92a2a" for r in rows], "size": 12},
+                             customdata=[[html.escape(r["name"]), r["change"]] for r in rows],
+                             hovertemplate="%{customdata[0]}<br>after %{x:.1f} (%{customdata[1]:+.1f})<extra></extra>"))
+    fig.update_layout(title="STS Spearman before → after training", height=120 + 40 * len(rows),
+                      legend={"orientation": "h", "y": -0.2})
+    fig.update_xaxes(title_text="STS Spearman (cosine vs gold score × 100)")
+    fig.update_yaxes(type="category", autorange="reversed")
+    return fig
+
+
 def _token_axis(tokens: Sequence[str]) -> dict:
     """Tokens repeat ("the", "."), which a categorical axis would merge; use positions with token ticks."""
     return {"tickmode": "array", "tickvals": list(range(len(tokens))),

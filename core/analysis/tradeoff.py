@@ -15,7 +15,7 @@ from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.jobs.quick import is_quick
 from core.models.encode import encode_cached
-from core.runs.labels import knob_value
+from core.runs.labels import knob_value, run_label
 from core.runs.store import Run, RunStore
 from core.training.examples import mine_train_sample
 
@@ -99,6 +99,22 @@ def _point(run: Run | None, metrics: dict) -> dict:
     quick = is_quick(run.config)
     return {"name": f"{run.id}{' (quick)' if quick else ''}", "run_id": run.id, "is_reference": False,
             "quick": quick, "recipe": run.config.get("recipe"), "margin": knob_value(run.config), **scores}
+
+
+# --- STS Spearman per run ----------------------------------------------------------------------------------
+
+
+def sts_changes(store: RunStore) -> list[dict]:
+    """STS Spearman (x100) before and after training of every finished train run that reports it (a run on a
+    pair corpus with scores, or one given an STS corpus), oldest first; empty when none does."""
+    rows = []
+    for run in store.list(kind="train", with_losses=False)[::-1]:
+        before = (run.metrics_before or {}).get("sts_spearman")
+        after = (run.metrics_after or {}).get("sts_spearman")
+        if run.status == "done" and before is not None and after is not None:
+            rows.append({"run_id": run.id, "name": run_label(run), "recipe": run.config.get("recipe"),
+                         "before": float(before), "after": float(after), "change": float(after) - float(before)})
+    return rows
 
 
 # --- margin constraint share -----------------------------------------------------------------------------

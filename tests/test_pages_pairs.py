@@ -1,0 +1,182 @@
+"""Pair corpora in the app, through AppTest on the tiny model: the Corpus page recognises a pasted pair table and
+scores STS Spearman, pages that need labels say so in one line, the Train page offers the recipes that train on
+pairs and starts a run whose STS change the Trade-off page shows."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import core.jobs.launch
+import core.jobs.worker
+from core.analysis.plots import sts_change_figure
+from core.analysis.tradeoff import sts_changes
+from core.data.corpus import persist_table
+from core.data.pairs import PairColumns, build_pairs, load_any
+from core.runs.store import RunStore
+from core.training.recipes import RECIPES
+from tests.conftest import shared_data
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
+WORDS = ("cat", "dog", "bird", "fish", "horse", "cow")
+
+
+def pair_table(n: int = 40) -> str:
+    """n scored and labelled pairs, the first 30 for training, with several distinct scores in both splits."""
+    lines = ["sent_a,sent_b,sim,nli,part"]
+    for i in range(n):
+        score = (i * 7) % 6
+        label = "entailment" if score >= 4 else "neutral" if score >= 2 else "contradiction"
+        lines.append(f"a {WORDS[i % 6]} sleeps {i},the {WORDS[(i + score) % 6]} sleeps {i},{score},{label},"
+                     f"{'train' if i < 30 else 'test'}")
+    return "\n".join(lines) + "\n"
+
+
+def pasted(text: str) -> str:
+    """The same table with the headers a pair corpus is recognised and mapped by."""
+    return text.replace("sent_a,sent_b,sim,nli,part", "text1,text2,score,label,split", 1)
+
+
+@pytest.fixture
+def app(monkeypatch, tiny_model_dir) -> AppTest:
+    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
+
+
+def paste_pairs(app: AppTest, text: str) -> AppTest:
+    app.run()
+    at = app.switch_page("app_pages/1_Corpus.py").run()
+    at.radio(key="corpus_source").set_value("Paste a table").run()
+    return at.text_area(key="corpus_paste").set_value(text).run()
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_pasted_pair_table_shows_pair_report_and_sts_score(app):
+    at = paste_pairs(app, pasted(pair_table()))
+    no_errors(at)
+    assert at.subheader[0].value == "Validation report · pasted table"
+    markdown = [m.value for m in at.markdown]
+    assert ("**Pair corpus**: 40 pairs, scores 0–5, labels entailment 14 · neutral 13 · contradiction 13"
+            in markdown)
+    assert {s.label: s.value for s in at.selectbox} >= {"Text1 column": "text1", "Text2 column": "text2",
+                                                        "Score column": "score", "Label column": "label",
+                                                        "Split column": "split"}
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["Rows read"] == cards["Pairs kept"] == "40"
+    assert "P@16" not in cards
+    assert list(at.dataframe[0].value.columns) == ["split", "text1", "text2", "score", "label"]
+    assert "30 train and 10 test pairs · split: split column 'split'" in [c.value for c in at.caption]
+    assert "40 pairs, scores 0–5" in " ".join(c.value for c in at.sidebar.caption)
+
+    button(at, "Run STS evaluation").click().run()
+    no_errors(at)
+    spearman = {m.label: m.value for m in at.metric}["STS Spearman"]
+    assert -100 <= float(spearman) <= 100
+    assert "Run STS evaluation" not in [b.label for b in at.button]  # scored once per corpus and model
+
+
+def test_pair_table_without_scores_says_sts_needs_them(app):
+    rows = [",".join(line.split(",")[:2] + line.split(",")[3:]) for line in pasted(pair_table()).splitlines()]
+    at = paste_pairs(app, "\n".join(rows) + "\n")  # the score column left out
+    no_errors(at)
+    assert any(m.value.startswith("**Pair corpus**: 40 pairs, labels entailment") for m in at.markdown)
+    assert "Run STS evaluation" not in [b.label for b in at.button]
+    assert at.info[-1].value.startswith("STS Spearman needs a score column")
+
+
+def test_maps_and_tradeoff_pages_need_labels(app):
+    at = paste_pairs(app, pasted(pair_table()))
+    for page, title in (("app_pages/3_Maps.py", "Maps"), ("app_pages/5_Trade-off.py", "Trade-off"),
+                        ("app_pages/4_Layers.py", "Layers"), ("app_pages/6_Attention.py", "Attention")):
+        at.switch_page(page).run()
+        no_errors(at)
+        assert [i.value for i in at.info] == [f"The {title} page needs a labelled corpus (text, label); load one "
+                                              "on the Corpus page."]
+
+
+def test_train_page_offers_pair_recipes_and_starts_a_run(app, monkeypatch):
+    monkeypatch.setattr(core.jobs.launch, "start",
+                        lambda store, run_id: core.jobs.worker.execute(store, run_id) or os.getpid())
+    at = paste_pairs(app, pasted(pair_table()))
+    at.switch_page("app_pages/2_Train.py").run()
+    no_errors(at)
+    assert at.get("button_group")[0].options == ["Supervised"]  # no self-supervised recipe trains on pairs
+    recipes = at.selectbox(key="train:recipe:Supervised:pairs")
+    assert recipes.options == [r.title for r in RECIPES.values() if "pairs" in r.kinds]
+    assert {RECIPES["raoe"].title, RECIPES["cosent"].title} <= set(recipes.options)
+    assert RECIPES["triplet"].title not in recipes.options
+
+    recipes.set_value("raoe").run()
+    assert "train:k" not in [n.key for n in at.number_input]  # nothing is mined from a pair corpus
+    button(at, "Preview examples").click().run()
+    no_errors(at)
+    frame = at.dataframe[0].value
+    assert list(frame.columns) == ["sentence1", "sentence2", "label"]
+    assert all(len(label) == 2 and label[1] in (0, 1, 2) for label in frame["label"])  # [s, l]
+    assert {m.label for m in at.metric} >= {"Pairs used"}
+
+    at.number_input(key="train:examples").set_value(30).run()
+    at.number_input(key="train:batch:sup").set_value(16).run()
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = RunStore().list()
+    assert run.status == "done", run.error
+    assert run.config["recipe"] == "raoe" and Path(run.config["corpus"]).suffix == ".parquet"
+    assert run.metrics_before["sts_spearman"] is not None and run.metrics_after["sts_spearman"] is not None
+    assert "**Run** · `" + run.id + "`" in [m.value for m in at.sidebar.markdown]  # a finished run of this corpus
+
+    at.switch_page("app_pages/5_Trade-off.py").run()
+    assert not at.exception
+    assert "STS Spearman" in [s.value for s in at.subheader]
+    table = at.dataframe[0].value
+    assert list(table["run"]) == [run.id]
+    assert table["change"][0] == pytest.approx(table["after"][0] - table["before"][0], abs=0.11)
+
+
+def test_persisted_pair_table_loads_as_the_same_pairs(tmp_path):
+    df = pd.read_csv(pd.io.common.StringIO(pair_table()))
+    columns = PairColumns(text1="sent_a", text2="sent_b", score="sim", label="nli", split="part")
+    shown = build_pairs(df, columns, name="pasted")
+    path = persist_table(df, {"text1": "sent_a", "text2": "sent_b", "score": "sim", "label": "nli", "split": "part"})
+    assert list(pd.read_parquet(path).columns) == ["text1", "text2", "score", "label", "split"]
+    loaded = load_any(path, label_col="label", split_col="split")
+    assert loaded.kind == "pairs" and loaded.fingerprint == shown.fingerprint
+
+
+def test_sts_changes_lists_only_finished_runs_with_sts(tmp_path):
+    runs = RunStore()
+    with_sts = runs.create("train", {"recipe": "raoe", "corpus": "x"})
+    runs.set_metrics_before(with_sts, {"sts_spearman": 40.0})
+    runs.mark_done(with_sts, metrics_after={"sts_spearman": 55.5})
+    labelled = runs.create("train", {"recipe": "triplet", "corpus": "y"})
+    runs.set_metrics_before(labelled, {"polarity": 50.0})
+    runs.mark_done(labelled, metrics_after={"polarity": 60.0})
+    failed = runs.create("train", {"recipe": "raoe", "corpus": "x"})
+    runs.set_metrics_before(failed, {"sts_spearman": 40.0})
+    runs.mark_failed(failed, "boom")
+    [row] = sts_changes(runs)
+    assert row["run_id"] == with_sts and row["change"] == pytest.approx(15.5)
+    fig = sts_change_figure([row])
+    assert [t.name for t in fig.data if t.name] == ["before", "after"]
+    assert fig.data[-1].x == (55.5,)
+
+
+def test_real_sts_benchmark_is_recognised_as_pairs(app):
+    text = shared_data("stsb.csv").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    at = paste_pairs(app, "\n".join(lines[:200]) + "\n")
+    no_errors(at)
+    assert any(m.value.startswith("**Pair corpus**: ") for m in at.markdown)
