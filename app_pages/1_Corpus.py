@@ -173,16 +173,15 @@ def show_report(corpus) -> None:
 def show_pair_report(corpus) -> None:
     report = corpus.report
     st.markdown(f"**Pair corpus**: {pair_summary(corpus)}")
-    cards = st.columns(7)
+    cards = st.columns(6)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
     cards[1].metric("Pairs kept", f"{report.rows_kept:,}", border=True)
     cards[2].metric("Empty texts", f"{report.empty_dropped:,}", border=True, help="Rows dropped: text1 or text2 empty.")
-    cards[3].metric("Missing scores", f"{report.missing_score_dropped:,}", border=True,
-                    help="Rows dropped: a pair without a score.")
-    cards[4].metric("Missing labels", f"{report.missing_label_dropped:,}", border=True,
-                    help="Rows dropped: a pair without a label.")
-    cards[5].metric("Duplicates", f"{report.duplicates:,}", border=True, help="Pairs that appear more than once; kept.")
-    overlong_card(cards[6], corpus)
+    cards[3].metric("Missing values", f"{report.missing_score_dropped + report.missing_label_dropped:,}", border=True,
+                    help=f"Rows dropped: {report.missing_score_dropped:,} without a score, "
+                         f"{report.missing_label_dropped:,} without a label.")
+    cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True, help="Pairs that appear more than once; kept.")
+    overlong_card(cards[5], corpus)
     st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} pairs · "
                f"split: {report.split_source}")
     for warning in report.warnings:

@@ -15,7 +15,6 @@ from ui.resources import device, run_store
 from ui.run_control import get_run
 from ui.run_picker import shown_run
 
-
 KIND_NAMES = {"labelled": "a labelled corpus (text, label)", "pairs": "a pair corpus (text1, text2, score or label)"}
 
 

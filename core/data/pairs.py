@@ -211,7 +211,7 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
                         "with both texts and a score or label.")
     duplicates = int(pd.DataFrame({"a": text1, "b": text2}).duplicated().sum())
     if duplicates:
-        warnings.append(f"{duplicates} pairs appear more than once; they are kept.")
+        warnings.append(f"{duplicates} {'pair appears' if duplicates == 1 else 'pairs appear'} more than once; kept.")
 
     if columns.split:
         train, target, target_split, source = _split_by_column(clean_splits(df[columns.split]).to_numpy()[keep],
