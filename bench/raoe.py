@@ -24,7 +24,19 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import NoopReporter, Options, data_file, header, line, load_minilm, load_note, ratio, set_seeds
+from bench.common import (
+    NoopReporter,
+    Options,
+    data_file,
+    header,
+    interleaved,
+    line,
+    load_minilm,
+    load_note,
+    ratio,
+    runs_note,
+    set_seeds,
+)
 
 BATCH = 32
 STAGE2 = (  # (label, recipe, its settings): STS-B train, the gold score as s
@@ -108,6 +120,37 @@ def _train_arm(base, reference, corpus, corpus_path: Path, recipe_name: str, set
             "pairs": (list(dataset["sentence1"]), list(dataset["sentence2"]))}
 
 
+def _loss_times(model, quick: bool) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Median seconds of one loss forward + backward from a batch of embeddings, per loss, interleaved: the only
+    work that differs between the arms, which the encoder's share of a training step hides."""
+    import torch
+    from sentence_transformers.sentence_transformer.losses import AnglELoss, CoSENTLoss
+
+    from core.losses.raoe import RAOELoss
+
+    generator = torch.Generator().manual_seed(0)
+    dim = model.get_embedding_dimension()
+    first, second = (torch.randn(BATCH, dim, generator=generator, requires_grad=True) for _ in range(2))
+    scores = torch.rand(BATCH, generator=generator)
+    labels = torch.stack((scores, torch.randint(0, 3, (BATCH,), generator=generator).float()), dim=1)
+    losses = {"CoSENT": (CoSENTLoss(model, scale=20.0), scores), "AnglE": (AnglELoss(model, scale=20.0), scores),
+              "RAOE full": (RAOELoss(model), labels), "RAOE L_rank": (RAOELoss(model, w_angle=0.0), labels),
+              "RAOE L_angle": (RAOELoss(model, interval=0, w_rank=0.0), labels),
+              "RAOE gate label": (RAOELoss(model, gate="label"), labels)}
+    calls = 50 if quick else 200
+
+    def arm(loss, target):
+        def go() -> None:
+            for _ in range(calls):
+                loss.compute_loss_from_embeddings([first, second], target).backward()
+        return go
+
+    med, times = interleaved({name: arm(*pair) for name, pair in losses.items()}, repeats=5 if quick else 9,
+                             warmup={name: arm(*pair) for name, pair in losses.items()}, budget_s=30 if quick else 60)
+    return ({name: t / calls for name, t in med.items()},
+            {name: [t / calls for t in ts] for name, ts in times.items()})
+
+
 def _same_pairs(results: dict, stage: int, arms: tuple) -> bool:
     """Every arm of a stage trained on the same pairs (each recipe subsamples with the same seed)."""
     first = results[(stage, arms[0][0])]["pairs"]
@@ -159,9 +202,9 @@ def run(opts: Options) -> None:
         show(2, label)
     line("same training pairs in every arm", "yes" if _same_pairs(results, 2, STAGE2) else "NO")
     full, rank = results[(2, "RAOE full")], results[(2, "RAOE L_rank only (I = 2)")]
-    line("full = L_rank only (no label to gate)",
+    line("full = L_rank only (no labels)",
          f"{'yes' if abs(full['spearman'] - rank['spearman']) < 1e-6 and full['loss'] == rank['loss'] else 'NO'} "
-         f"(gated share {full['stats']['gated_share']})")
+         f"(no pair is label-ordered, so L_angle gates none)")
 
     stage1 = results[(1, "RAOE full")]
     share = stage1["stats"]["gated_share"]
@@ -180,3 +223,9 @@ def run(opts: Options) -> None:
     line("timed", "trainer.train() wall time per arm, and the median of its optimiser steps (forward + backward "
                   "+ update); ratios are to CoSENT's (stage 1 trains on SNLI's sentences, not STS-B's); "
                   f"arms run one after another, {load_note()}")
+    per_loss, loss_runs = _loss_times(base, opts.quick)
+    print(f"   the loss alone: forward + backward from a batch of {BATCH} embedding pairs, median of interleaved "
+          f"rounds ({len(loss_runs['CoSENT'])}), {load_note()}")
+    for name, seconds in per_loss.items():
+        line(name, f"{seconds * 1e6:.0f} us  (x{ratio(seconds, per_loss['CoSENT'])} CoSENT)")
+    line("all rounds (us per call)", runs_note(loss_runs, unit=1e6, fmt="{:.0f}"))

@@ -2,5 +2,5 @@
 (``forward(sentence_features, labels)``, ``compute_loss_from_embeddings``, ``get_config_dict``, ``citation``).
 
 - ``raoe``: the rank-margin + gated angular loss on pairs labelled with a score and an ordinal label:
-  ``RAOELoss``, ``batch_ranks``, ``rank_pair_mask``, ``gate_pair_mask``, ``gated_share``.
+  ``RAOELoss``, ``GATES``, ``batch_ranks``, ``rank_pair_mask``, ``gate_pair_mask``, ``gated_share``.
 """
