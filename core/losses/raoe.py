@@ -87,7 +87,21 @@ class RAOELoss(nn.Module):
     side adds (ablations). After each batch ``last_gated_share`` holds the share of label-ordered pairs
     (l_i > l_j) whose scores agree (s_i < s_j), whatever the gate: it measures the data, not the loss.
 
-    Labels: a float tensor (batch, 2), column 0 the score s, column 1 the ordinal label l.
+    Labels: a float tensor (batch, 2), column 0 the score s, column 1 the ordinal label l. In a training dataset
+    that is one ``label`` column holding [s, l] per pair (the trainer reads a single label column).
+
+    Example::
+
+        from datasets import Dataset
+        from sentence_transformers import SentenceTransformerTrainer
+
+        pairs = Dataset.from_dict({
+            "sentence1": ["A plane is taking off.", "A man plays a flute.", "A dog runs."],
+            "sentence2": ["An air plane is taking off.", "A man eats pasta.", "A cat sleeps."],
+            "label": [[5.0, 0.0], [0.4, 2.0], [1.2, 1.0]],  # [s: higher = more related, l: 0 = most related]
+        })
+        trainer = SentenceTransformerTrainer(model=model, train_dataset=pairs, loss=RAOELoss(model))
+        trainer.train()
     """
 
     def __init__(
