@@ -13,6 +13,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -351,7 +352,7 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
     label_arr = labels.to_numpy(dtype=object)
     if splits is None:
         train, target = _stratified(np.arange(len(texts)), label_arr)
-        target_split, source = "holdout", f"stratified {_ratio()}, seed {SPLIT_SEED}"
+        target_split, source = "holdout", f"stratified {split_ratio()}, seed {SPLIT_SEED}"
     else:
         train, target, target_split, source = _split_by_column(splits.to_numpy(dtype=object), label_arr,
                                                                columns.split, warnings)
@@ -440,7 +441,7 @@ def _check_enough(rows_read: int, rows_kept: int, labels: pd.Series) -> None:
                         "texts so a train/test split is possible.")
 
 
-def _ratio() -> str:
+def split_ratio() -> str:
     held = round(HOLDOUT_FRACTION * 100)
     return f"{100 - held}:{held}"
 
@@ -454,7 +455,7 @@ def _stratified(rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nd
                         "for it or remove it.")
     n_hold = math.ceil(HOLDOUT_FRACTION * len(rows))
     if n_hold < len(counts) or len(rows) - n_hold < len(counts):
-        raise UserError(f"{len(rows)} rows are too few for a stratified {_ratio()} split over {len(counts)} classes; "
+        raise UserError(f"{len(rows)} rows are too few for a stratified {split_ratio()} split over {len(counts)} classes; "
                         f"provide at least {math.ceil(len(counts) / HOLDOUT_FRACTION)} rows.")
     train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED, stratify=labels[rows])
     return np.sort(train), np.sort(held)
@@ -462,11 +463,20 @@ def _stratified(rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def _split_by_column(splits: np.ndarray, labels: np.ndarray, col: str,
                      warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
-    """train rows train; 'test' rows are the targets, else validation rows, else a stratified holdout of train."""
-    train = np.flatnonzero(splits == "train")
-    if train.size == 0:
+    """A labelled corpus needs 'train' rows; the targets as split_by_column chooses them (stratified holdout)."""
+    if not np.any(splits == "train"):
         raise UserError(f"Split column '{col}' has no labelled 'train' rows; mark training rows as 'train' or "
                         "choose another split column.")
+    return split_by_column(splits, col, warnings, lambda train: _stratified(train, labels), "stratified")
+
+
+def split_by_column(splits: np.ndarray, col: str, warnings: list[str],
+                    holdout: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                    how: str) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """(train rows, target rows, target split name, where the split came from) from a split column: 'train' rows
+    train; 'test' rows are the targets, else the validation rows, else `holdout(train rows)` ('how' names it in the
+    warning). Rows with any other split value are reported as unused. Shared by labelled and pair corpora."""
+    train = np.flatnonzero(splits == "train")
     test = np.flatnonzero(splits == "test")
     validation = np.flatnonzero(np.isin(splits, VALIDATION_NAMES))
     if test.size:
@@ -474,10 +484,10 @@ def _split_by_column(splits: np.ndarray, labels: np.ndarray, col: str,
     elif validation.size:
         target, target_split, used = validation, "validation", {"train", *VALIDATION_NAMES}
     else:
-        warnings.append(f"Split column '{col}' has no 'test' or 'validation' rows, so a stratified "
+        warnings.append(f"Split column '{col}' has no 'test' or 'validation' rows, so a {how} "
                         f"{round(HOLDOUT_FRACTION * 100)}% of the 'train' rows is held out instead.")
-        train, target = _stratified(train, labels)
-        return train, target, "holdout", f"stratified {_ratio()} of the '{col}' train rows, seed {SPLIT_SEED}"
+        train, target = holdout(train)
+        return train, target, "holdout", f"{how} {split_ratio()} of the '{col}' train rows, seed {SPLIT_SEED}"
     unused = Counter(s for s in splits if s not in used)
     if unused:
         listed = ", ".join(f"{n} '{s or '(empty)'}'" for s, n in sorted(unused.items()))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -35,6 +34,8 @@ from core.data.corpus import (
     read_file,
     read_table,
     resolve_column,
+    split_by_column,
+    split_ratio,
 )
 from core.errors import UserError
 
@@ -218,7 +219,7 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
                                                                columns.split, warnings)
     else:
         train, target = _holdout(np.arange(len(text1)))
-        target_split, source = "holdout", f"random {_ratio()}, seed {SPLIT_SEED}"
+        target_split, source = "holdout", f"random {split_ratio()}, seed {SPLIT_SEED}"
 
     label_counts = None
     if columns.label:
@@ -297,11 +298,6 @@ def _listed(values: list[str]) -> str:
     return ", ".join(distinct[:SHOWN_VALUES]) + more
 
 
-def _ratio() -> str:
-    held = round(HOLDOUT_FRACTION * 100)
-    return f"{100 - held}:{held}"
-
-
 def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Seeded random 90:10 split; both halves in file order."""
     train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED)
@@ -309,30 +305,16 @@ def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
-    """'train' rows train; 'test' rows are the targets, else validation rows, else 10% held out of train."""
-    train = np.flatnonzero(splits == "train")
-    test = np.flatnonzero(splits == "test")
-    validation = np.flatnonzero(np.isin(splits, VALIDATION_NAMES))
-    if test.size:
-        target, target_split, used = test, "test", {"train", "test"}
-    elif validation.size:
-        target, target_split, used = validation, "validation", {"train", *VALIDATION_NAMES}
-    elif train.size >= MIN_ROWS:
-        warnings.append(f"Split column '{col}' has no 'test' or 'validation' rows, so a random "
-                        f"{round(HOLDOUT_FRACTION * 100)}% of the 'train' rows is held out instead.")
-        train, target = _holdout(train)
-        return train, target, "holdout", f"random {_ratio()} of the '{col}' train rows, seed {SPLIT_SEED}"
-    else:
+    """The targets as core.data.corpus.split_by_column chooses them (random holdout); a pair corpus without
+    'train' rows can still evaluate a model."""
+    n_train = int(np.sum(splits == "train"))
+    if not np.isin(splits, ("test", *VALIDATION_NAMES)).any() and n_train < MIN_ROWS:
         raise UserError(f"Split column '{col}' leaves no pairs to evaluate on: it has no 'test' or 'validation' "
-                        f"rows and {train.size} 'train' rows, fewer than the {MIN_ROWS} needed to hold some out.")
-    if not train.size:
+                        f"rows and {n_train} 'train' rows, fewer than the {MIN_ROWS} needed to hold some out.")
+    if not n_train:
         warnings.append(f"Split column '{col}' has no 'train' rows; this corpus can evaluate a model but not "
                         "train one.")
-    unused = Counter(s for s in splits if s not in used)
-    if unused:
-        listed = ", ".join(f"{k} '{s or '(empty)'}'" for s, k in sorted(unused.items()))
-        warnings.append(f"Rows of split column '{col}' not used for training or evaluation: {listed}.")
-    return train, target, target_split, f"split column '{col}'"
+    return split_by_column(splits, col, warnings, _holdout, "random")
 
 
 # ---------------------------------------------------------------- files
