@@ -13,9 +13,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # No pre-warmed workers (core.jobs.standby) outliving a test; tests/test_standby.py turns them on where tested.
 os.environ["CONTRASTLAB_STANDBY_S"] = "0"
 
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
 from tests.tiny_model import build_tiny_model  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+APP = Path(__file__).resolve().parents[1] / "app.py"
+APP_TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +47,10 @@ def shared_data(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not available")
     return path
+
+
+@pytest.fixture
+def app(monkeypatch, tiny_model_dir) -> AppTest:
+    """The whole app (router, state, sidebar) on the tiny model, not yet run; pages via at.switch_page(...)."""
+    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
+    return AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT_S)

@@ -11,11 +11,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 60  # the first run imports torch and sentence-transformers
 
 
-@pytest.fixture
-def app(monkeypatch, tiny_model_dir) -> AppTest:
-    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
-    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
-
 
 @pytest.fixture
 def corpus_page(app) -> AppTest:

@@ -21,8 +21,6 @@ from core.runs.store import RunStore
 from core.training.recipes import RECIPES
 from tests.conftest import shared_data
 
-ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
 WORDS = ("cat", "dog", "bird", "fish", "horse", "cow")
 
 
@@ -41,11 +39,6 @@ def pasted(text: str) -> str:
     """The same table with the headers a pair corpus is recognised and mapped by."""
     return text.replace("sent_a,sent_b,sim,nli,part", "text1,text2,score,label,split", 1)
 
-
-@pytest.fixture
-def app(monkeypatch, tiny_model_dir) -> AppTest:
-    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
-    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
 
 
 def paste_pairs(app: AppTest, text: str) -> AppTest:

@@ -18,16 +18,10 @@ from core.data.corpus import Columns, demo_corpus_path, load_corpus, persist_tab
 from core.runs.store import RunStore
 from core.training.config import TrainConfig
 from core.training.recipes import RECIPES
+from tests.conftest import APP, APP_TIMEOUT_S
 
-ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
 TINY_RUN = {"train:examples": 48, "train:batch:sup": 16}
 
-
-@pytest.fixture
-def app(monkeypatch, tiny_model_dir) -> AppTest:
-    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
-    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
 
 
 def open_page(at: AppTest, page: str) -> AppTest:
@@ -143,7 +137,7 @@ def test_start_trains_and_shows_before_after_in_any_tab(train_page, synchronous_
     assert cards["P@16"].delta.startswith(("+", "-"))
     assert len(at.get("plotly_chart")) == 1  # loss curve
 
-    second = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
+    second = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT_S)
     second.query_params["run"] = run.id  # a second tab, or a reload, on the same URL
     open_page(second, "app_pages/2_Train.py")
     no_errors(second)

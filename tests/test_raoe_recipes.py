@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from core.cli import main
 from core.data.corpus import demo_corpus_path, load_corpus
@@ -20,7 +19,6 @@ from core.training.config import TrainConfig
 from core.training.raoe import ranked_pairs
 from core.training.recipes import get_recipe
 
-ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["cat", "dog", "car", "tree", "house", "river", "music", "bread", "stone", "cloud"]
 
 
@@ -104,9 +102,8 @@ def test_teacher_score_needs_a_scored_pair_corpus(capsys):
                                                               "columns": type("C", (), {"score": None})})())
 
 
-def test_train_page_offers_raoe_with_its_settings(monkeypatch, tiny_model_dir):
-    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+def test_train_page_offers_raoe_with_its_settings(app):
+    at = app
     at.run()
     at.switch_page("app_pages/2_Train.py").run()
     at.selectbox(key="train:recipe:Supervised").set_value("raoe").run()

@@ -5,10 +5,8 @@ negative, wrong type) with one line naming it, before any run is created."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from core.cli import build_parser, main, train_config
 from core.data.corpus import demo_corpus_path
@@ -19,7 +17,6 @@ from core.training.params import Param
 from core.training.recipe import MINING, Recipe
 from core.training.recipes import RECIPES, get_recipe, register
 
-ROOT = Path(__file__).resolve().parents[1]
 TOY = Recipe("toy", "Toy objective", "triplet", lambda model, cfg: None, knob="margin", params=(
     Param("margin", float, 0.3, "Margin", "The toy's margin.", low=0.0, presets=(0.3, 3.0)),
     Param("toy_param", int, 1, "Toy setting", "Only the toy has it.", low=0, high=10),
@@ -61,9 +58,8 @@ def test_config_validates_the_toy_setting(toy):
         TrainConfig(corpus="x.csv", recipe="crop", toy_param=4)
 
 
-def test_train_page_offers_the_toy_and_its_setting(toy, monkeypatch, tiny_model_dir):
-    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+def test_train_page_offers_the_toy_and_its_setting(app, toy):
+    at = app
     at.run()
     at.switch_page("app_pages/2_Train.py").run()
     assert not at.exception, at.exception
