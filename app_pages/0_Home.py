@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui.corpus_view import pair_summary
+from ui.corpus_view import list_summary, pair_summary
 
 st.title("ContrastLab")
 st.markdown(
@@ -21,6 +21,10 @@ if corpus is not None:
         cards[1].metric("Pairs", f"{len(corpus.train) + len(corpus.test):,}", border=True,
                         help=f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}")
         cards[2].metric("Kind", "pairs", border=True, help=pair_summary(corpus))
+    elif corpus.kind == "lists":
+        cards[1].metric("Lists", f"{len(corpus.train) + len(corpus.test):,}", border=True,
+                        help=f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}")
+        cards[2].metric("Kind", "lists", border=True, help=list_summary(corpus))
     else:
         cards[1].metric("Texts", f"{len(corpus.train_texts) + len(corpus.test_texts):,}", border=True,
                         help=f"{len(corpus.train_texts):,} train, {len(corpus.test_texts):,} {corpus.target_split}")

@@ -1,16 +1,29 @@
-"""Corpus page: load a labelled corpus or a pair corpus, read its validation report, and score the reference
-model on it (P@k / S@k on labels, STS Spearman on scored pairs)."""
+"""Corpus page: load a labelled corpus, a pair corpus or a list corpus, read its validation report, and score the
+reference model on it (P@k / S@k on labels, STS Spearman on scored pairs, ordering accuracy and Kendall tau on
+ranked lists)."""
 
 import streamlit as st
 
 import ui
 from core.data.corpus import DEFAULT_MAX_BYTES, Columns, detect_columns
-from core.data.pairs import PairColumns, detect_pair_columns, is_pair_table
+from core.data.kinds import table_kind
+from core.data.lists import ListColumns, detect_list_columns
+from core.data.pairs import PairColumns, detect_pair_columns
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, evaluate
+from core.evaluation.headline import HEADLINE
+from core.evaluation.ordering import evaluate_lists
 from core.evaluation.sts import evaluate_pairs
 from core.models.encode import count_overlong
-from ui.corpus_view import balance_figure, corpus_frame, pair_frame, pair_summary
+from ui.corpus_view import (
+    balance_figure,
+    corpus_frame,
+    list_frame,
+    list_summary,
+    pair_frame,
+    pair_summary,
+    size_range,
+)
 from ui.state import Table
 
 SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
@@ -19,12 +32,14 @@ NO_SPLIT = "(none: hold out 10%)"
 NO_COLUMN = "(none)"
 PREVIEW_ROWS = 1000
 SETTINGS = EvalSettings()
+ORDERING = {m.key: m for m in HEADLINE if m.key in ("ordering_accuracy", "kendall_tau")}
 
 st.title("Corpus")
 st.caption("One text and one label per row, plus an optional split column (train / test / validation); "
            "without one, a stratified 10% is held out with seed 0. A table with text1 and text2 columns is a pair "
            "corpus: a similarity score and / or an NLI label (entailment, neutral, contradiction) per pair. "
-           "Texts are never sent anywhere.")
+           "A table with list_id and rank columns is a list corpus: one row per list member, rank 1 the anchor, "
+           "then its members from most to least related. Texts are never sent anywhere.")
 
 
 def choose_table() -> Table | None:
@@ -109,6 +124,37 @@ def choose_pair_columns(table: Table) -> tuple[PairColumns, bool] | None:
     return PairColumns(**picked), False
 
 
+def choose_list_columns(table: Table) -> tuple[ListColumns, bool] | None:
+    """Pickers for a list table, pre-filled with what detect_list_columns finds; None until the mapping is usable.
+    A list holds its members once each, so duplicates are never dropped."""
+    names = [str(c) for c in table.df.columns]
+    try:
+        detected = detect_list_columns(table.df)
+    except UserError as exc:
+        detected = None
+        st.info(f"{exc} Pick them below.")
+    picked = {}
+    for box, role, title in zip(st.columns(4), ("list_id", "rank", "text", "split"),
+                                ("List id column", "Rank column", "Text column", "Split column")):
+        required = role != "split"
+        options = names if required else [NO_SPLIT, *names]
+        index = _index(options, getattr(detected, role) if detected else None)
+        value = box.selectbox(title, options, index=index if required else index or 0,
+                              key=f"{role}_col:{table.key}", persist_state="session", placeholder="Pick a column")
+        picked[role] = None if value == NO_SPLIT else value
+    if None in (picked["list_id"], picked["rank"], picked["text"]):
+        st.info("Pick the list id, the rank and the text column.")
+        return None
+    chosen = [c for c in picked.values() if c is not None]
+    if len(set(chosen)) < len(chosen):
+        st.error("Each role needs a different column.")
+        return None
+    return ListColumns(**picked), False
+
+
+COLUMN_CHOICE = {"labelled": choose_columns, "pairs": choose_pair_columns, "lists": choose_list_columns}
+
+
 def choose_model() -> None:
     current = ui.state.model_name()
     typed = st.text_input("Reference model", value=current,
@@ -123,6 +169,8 @@ def choose_model() -> None:
 
 
 def all_texts(corpus) -> list[str]:
+    if corpus.kind == "lists":
+        return [text for part in (corpus.train, corpus.test) for members in part.lists for text in members]
     if corpus.kind == "pairs":
         return corpus.train.text1 + corpus.train.text2 + corpus.test.text1 + corpus.test.text2
     return corpus.train_texts + corpus.test_texts
@@ -191,6 +239,29 @@ def show_pair_report(corpus) -> None:
     st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
 
 
+def show_list_report(corpus) -> None:
+    report = corpus.report
+    st.markdown(f"**List corpus**: {list_summary(corpus)}")
+    cards = st.columns(6)
+    cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
+    cards[1].metric("Lists kept", f"{report.lists_kept:,}", border=True)
+    cards[2].metric("List sizes", size_range(*corpus.summary()["list_size"]), border=True,
+                    help="Texts per list, the anchor included.")
+    cards[3].metric("Train lists", f"{len(corpus.train):,}", border=True)
+    cards[4].metric(f"{corpus.target_split.capitalize()} lists", f"{len(corpus.test):,}", border=True,
+                    help="The lists the ordering is scored on.")
+    overlong_card(cards[5], corpus)
+    st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} lists · "
+               f"split: {report.split_source}")
+    for warning in report.warnings:
+        st.warning(warning)
+    ids = (corpus.train.ids + corpus.test.ids)[:PREVIEW_ROWS]
+    where = {list_id: "train" for list_id in corpus.train.ids}
+    picked = st.selectbox("Preview list", ids, format_func=lambda i: f"{i} ({where.get(i, corpus.target_split)})",
+                          key=f"preview_list:{corpus.fingerprint}")
+    st.dataframe(list_frame(corpus, picked), hide_index=True)
+
+
 def reference_result(corpus, label: str, score) -> dict | None:
     """The reference model's evaluation of the corpus: computed once per corpus and model, when the button is
     pressed; the button goes once the result is there."""
@@ -219,6 +290,21 @@ def show_sts_evaluation(corpus) -> None:
     if r is not None:
         st.columns(4)[0].metric("STS Spearman", f"{r['sts_spearman']:.1f}", border=True,
                                 help=f"Over {r['n_pairs']:,} {r['target_split']} pairs.")
+
+
+def show_list_evaluation(corpus) -> None:
+    st.subheader("Reference evaluation")
+    st.caption(f"For each {corpus.target_split} list, the reference model's cosine of the anchor to each member. "
+               "**Ordering accuracy**: share of lists whose cosines put the members in exactly the list order. "
+               "**Kendall tau**: rank correlation between the cosine order and the list order (1 = the same order, "
+               "-1 = reversed), mean over the lists.")
+    r = reference_result(corpus, "Run ordering evaluation",
+                         lambda model, model_name, bar: evaluate_lists(
+                             model, corpus, model_name, progress=lambda d, t: bar("Encoding the lists", d, t)))
+    if r is not None:
+        for card, (key, metric) in zip(st.columns(4), ORDERING.items()):
+            card.metric(metric.short, metric.text(r[key]), border=True,
+                        help=f"Over {r['n_lists']:,} {r['target_split']} lists.")
 
 
 def show_evaluation(corpus) -> None:
@@ -250,7 +336,7 @@ with source_col, ui.guard("Reading the table"):
 with model_col:
     choose_model()
 if table is not None:
-    choice = choose_pair_columns(table) if is_pair_table(table.df) else choose_columns(table)
+    choice = COLUMN_CHOICE[table_kind(table.df)](table)
     if choice is not None:
         with ui.guard("Building the corpus"):
             if ui.state.use_table(table, *choice):
@@ -262,7 +348,10 @@ corpus = ui.state.corpus()
 if corpus is None:
     st.stop()
 st.subheader(f"Validation report · {corpus.name}")
-if corpus.kind == "pairs":
+if corpus.kind == "lists":
+    show_list_report(corpus)
+    show_list_evaluation(corpus)
+elif corpus.kind == "pairs":
     show_pair_report(corpus)
     show_sts_evaluation(corpus)
 else:

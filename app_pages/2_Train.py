@@ -9,10 +9,12 @@ from core.data.corpus import demo_documents_path, detect_columns, persist_table,
 from core.errors import UserError
 from core.jobs.sweep import sweep_config
 from core.training.config import GENERAL_PARAMS, TrainConfig, general_default
+from core.training.listmle import LIST_SIZE
 from core.training.params import Param
 from core.training.recipe import MINING, Recipe
 from core.training.recipes import RECIPES
 from ui import run_control, run_panel
+from ui.corpus_view import list_preview_frame, size_range
 
 GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
@@ -25,8 +27,8 @@ store = ui.run_store()
 shown = run_control.current_run(store)
 st.title("Train")
 st.caption("Fine-tune a copy of the reference model in a background process. Supervised recipes train on "
-           "examples mined from the labels with the frozen reference model (on a pair corpus: on its pairs); "
-           "self-supervised ones on crops of multi-sentence documents.")
+           "examples mined from the labels with the frozen reference model (on a pair corpus: on its pairs; ListMLE: "
+           "on ranked lists); self-supervised ones on crops of multi-sentence documents.")
 
 
 def _keep(key: str) -> dict:
@@ -35,7 +37,8 @@ def _keep(key: str) -> dict:
 
 
 def choose_recipe(kind: str) -> Recipe:
-    """The recipes that train on this corpus kind ("labelled" or "pairs"), grouped; groups without one are left out."""
+    """The recipes that train on this corpus kind ("labelled", "pairs" or "lists"), grouped; groups without one are
+    left out."""
     usable = {name: r for name, r in RECIPES.items() if kind in r.kinds}
     groups = [g for g, ss in GROUPS.items() if any(r.self_supervised == ss for r in usable.values())]
     own = "" if kind == "labelled" else f":{kind}"  # other choices, so their own remembered picks
@@ -105,9 +108,10 @@ def choose_knob(recipe: Recipe) -> dict:
 
 def choose_examples(recipe: Recipe, kind: str) -> dict:
     """The recipe's other settings (mining, or documents and crops) and the number of examples; a pair corpus's
-    examples are its own pairs, so nothing is mined and the mining settings are left out."""
+    examples are its own pairs, so nothing is mined and the mining settings are left out (so is the list size,
+    which only applies to lists built from a labelled corpus)."""
     params = [p for p in recipe.params if p.name != recipe.knob and not p.choices
-              and not (kind == "pairs" and p in MINING)]
+              and not (kind == "pairs" and p in MINING) and not (kind != "labelled" and p is LIST_SIZE)]
     fields = {p.name: widget(p, key_of(p.name, recipe), p.default) for p in params if p.file}
     numbers = [p for p in params if not p.file]
     columns = st.columns(len(numbers) + 1)
@@ -115,7 +119,8 @@ def choose_examples(recipe: Recipe, kind: str) -> dict:
     examples = GENERAL_PARAMS["examples"]
     fields["examples"] = widget(examples, "pairs" if recipe.self_supervised else "examples",
                                 general_default("examples", recipe), columns[-1],
-                                "Pairs (N)" if recipe.self_supervised else examples.label)
+                                "Pairs (N)" if recipe.self_supervised else "Lists (N)" if recipe.lists
+                                else examples.label)
     return fields
 
 
@@ -134,8 +139,9 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
     that changes the examples changes."""
     corpus = ui.state.corpus()
     model = ui.state.model_name()
+    knob = None if recipe.lists else recipe.knob  # a list recipe's knob (w) sets its targets, so its preview
     key = (corpus.fingerprint, model, recipe.name, fields["examples"], fields["seed"],
-           *(fields.get(p.name) for p in recipe.params if p.name != recipe.knob))
+           *(fields.get(p.name) for p in recipe.params if p.name != knob))
     cache = ui.state.session_cache("example_preview")
     if clicked:
         with ui.guard("Preparing the examples"), ui.progress_bar("Loading the reference model…") as bar:
@@ -149,6 +155,9 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
     if key not in cache:
         return
     stats, frame = cache[key]
+    if recipe.lists is not None:
+        show_list_preview(stats)
+        return
     cards = st.columns(4)
     if recipe.self_supervised:
         cards[0].metric("Documents", f"{stats['documents']:,}", border=True)
@@ -173,6 +182,31 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
                              f"{stats['anchors_without_negative']:,} without a negative.")
     st.caption(f"First {len(frame)} of {stats['examples']:,}")
     st.dataframe(frame, hide_index=True)
+
+
+def show_list_preview(stats: dict) -> None:
+    """A list recipe's lists and its first list's targets; its m0..mL + label rows are not shown (the label is a
+    packed target matrix)."""
+    cards = st.columns(4)
+    cards[0].metric("Lists used", f"{stats['examples']:,}", border=True, help=f"From the {stats['source']}.")
+    cards[1].metric("List sizes", size_range(*stats["list_size"]), border=True,
+                    help="Texts per list, the anchor included.")
+    cards[2].metric("Teacher already in list order", f"{stats['teacher_in_order']:.0%}", border=True,
+                    help="Share of the lists whose anchor-to-member cosines under the teacher already fall in "
+                         "the list order.")
+    cards[3].metric("Target in list order", f"{stats['target_in_order']:.0%}", border=True,
+                    help="The same share for the training target: how much the nudge (w) reorders the teacher. "
+                         "At w <= 0.5 it cannot reverse two neighbours the teacher swaps (see Definitions).")
+    st.markdown("**First list**: its members after the anchor (rank 1)")
+    st.dataframe(list_preview_frame(stats), hide_index=True)
+    st.caption("rank: the list's order (never the teacher's); teacher cosine and rank: the teacher's similarity to "
+               "the anchor and the order it gives. "
+               + ("target = the list order itself (target 'order'); the teacher is left out."
+                  if stats["target"] == "order" else
+                  "target = the teacher's cosine nudged toward the list order by log(w·|gap| + 1), up where the list "
+                  "ranks the member higher than the teacher does, down where lower; gap = its cosine minus the "
+                  "teacher's cosine at the place the list gives it.")
+               + " The model learns to rank the members by target (ListMLE); see Definitions.")
 
 
 def sweep_panel(recipe: Recipe, base: dict | None) -> None:

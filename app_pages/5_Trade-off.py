@@ -1,4 +1,5 @@
-"""Trade-off page: polarity P@k vs semantic similarity S@k for every run, and the live margin slider."""
+"""Trade-off page: polarity P@k vs semantic similarity S@k for every run, and the live margin slider; STS Spearman
+and list ordering before -> after for the runs that report them."""
 
 import time
 
@@ -8,10 +9,11 @@ import ui
 from core.analysis.plots import sts_change_figure, tradeoff_figure
 from core.analysis.tradeoff import (
     MARGIN_STEPS,
+    change_table,
     margin_constraint_share,
     margin_share_figure,
+    metric_changes,
     mined_triplet_embeddings,
-    sts_changes,
     tradeoff_points,
 )
 from core.errors import UserError
@@ -32,7 +34,7 @@ runs = ui.run_store()
 
 def sts_section() -> None:
     """STS Spearman before -> after of the runs that report it (runs on scored pairs); nothing when none does."""
-    rows = sts_changes(runs)
+    rows = metric_changes(runs, "sts_spearman")
     if not rows:
         return
     st.subheader("STS Spearman")
@@ -43,9 +45,27 @@ def sts_section() -> None:
                    "after": round(r["after"], 1), "change": round(r["change"], 1)} for r in rows], hide_index=True)
 
 
+def ordering_section() -> None:
+    """Ordering accuracy and Kendall tau before -> after of the runs that report them (list recipes' runs); nothing
+    when none does."""
+    rows = change_table(runs, ("ordering_accuracy", "kendall_tau"))
+    if not rows:
+        return
+    st.subheader("List ordering")
+    st.caption("Runs of a list recipe (ListMLE), on their held-out lists, before → after training: the share of "
+               "lists whose members the model's cosines to the anchor put in exactly the list order (ordering "
+               "accuracy), and the mean Kendall tau between that cosine order and the list order.")
+    st.dataframe(rows, hide_index=True)
+
+
+def before_after_sections() -> None:
+    sts_section()
+    ordering_section()
+
+
 corpus = ui.state.corpus()
-if corpus is not None and corpus.kind == "pairs":
-    sts_section()  # the P@k / S@k parts below need labels
+if corpus is not None and corpus.kind != "labelled":
+    before_after_sections()  # the P@k / S@k parts below need labels
 corpus = ui.require_corpus("Trade-off")
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
 quick_runs: dict[float, str] = ui.state.session_cache("quick_runs").setdefault(context, {})  # margin -> run id
@@ -142,6 +162,6 @@ if picked is not None:
     if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):
         start_quick(picked)
     quick_status()
-sts_section()
+before_after_sections()
 with ui.guard("Preparing a worker"):
     keep_warm()  # last: its imports would slow the scoring and mining above on a small CPU

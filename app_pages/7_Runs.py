@@ -1,11 +1,15 @@
 """Runs & export page: every run in a table; select, compare, cancel or delete runs; export a finished run
 (model zip with its card, embeddings as Parquet, config as YAML) and download its plots."""
 
+import pandas as pd
 import streamlit as st
+from pandas.io.formats.style import Styler
 
 import ui
 from core.analysis.plots import losses_figure
+from core.evaluation.headline import HEADLINE
 from core.runs.labels import run_label
+from core.runs.store import Run
 from ui import nav, run_control, run_export, run_panel, run_tables
 
 store = ui.run_store()
@@ -29,6 +33,15 @@ if not runs:
 run_tables.runs_table(runs, key="runs:table")
 ids = [r.id for r in runs]
 by_id = {r.id: r for r in runs}
+
+
+def metrics_table(a: Run, b: Run) -> Styler:
+    """Two runs' headline metrics, each row rounded to its metric's digits (Kendall tau needs three)."""
+    frame = run_tables.metrics_frame([a, b])
+    styled = frame.style
+    for metric, row in zip(HEADLINE, frame.index):  # metrics_frame has one row per HEADLINE metric, in order
+        styled = styled.format(f"{{:.{metric.digits}f}}", na_rep="–", subset=pd.IndexSlice[[row], :])
+    return styled
 
 
 def _pick() -> None:
@@ -80,8 +93,8 @@ if len(runs) >= 2:
         a, b = store.get(a_id), store.get(b_id)
         metrics_col, config_col = st.columns(2)
         with metrics_col:
-            st.markdown("**Metrics** (P@k and S@k x100, accuracies in %)")
-            st.dataframe(run_tables.metrics_frame([a, b]).style.format("{:.1f}", na_rep="–"))
+            st.markdown("**Metrics** (P@k, S@k and STS Spearman x100, accuracies in %, Kendall tau from -1 to 1)")
+            st.dataframe(metrics_table(a, b))
         with config_col:
             diff = run_tables.config_diff(a, b)
             st.markdown(f"**Settings that differ** ({len(diff)})")

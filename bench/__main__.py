@@ -20,6 +20,7 @@ BENCHMARKS = {
     "crops": "crop pairs vs dropout pairs, random BERT from scratch on BBC News (seed 002)",
     "pages": "the app in Chromium: quick margin point, cached page switches vs first visits",
     "raoe": "CoSENT, AnglE and RAOE ablations on STS-B and SNLI (seed 001), STS-B test Spearman and training time",
+    "listmle": "ListMLE post-training on SNLI lists (seed 003): w = 0 / 0.5 / order only, ordering and STS-B Spearman",
 }
 
 

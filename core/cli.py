@@ -51,7 +51,8 @@ class TqdmPhases:
 
 
 def _corpus_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("corpus", help="CSV / TSV / JSONL / Parquet file with a text and a label column")
+    p.add_argument("corpus", help="CSV / TSV / JSONL / Parquet file: labelled texts (text, label), pairs (text1, "
+                   "text2, score or label) or ranked lists (list_id, rank, text)")
     p.add_argument("--text-col")
     p.add_argument("--label-col")
     p.add_argument("--split-col")
@@ -68,11 +69,11 @@ def _load_corpus(args):
 
 
 def cmd_evaluate(args) -> dict:
-    from core.data.pairs import corpus_kind
+    from core.data.kinds import corpus_kind
     from core.evaluation.evaluate import EvalSettings, evaluate
 
-    if corpus_kind(args.corpus) == "pairs":
-        return _evaluate_pairs(args)
+    if corpus_kind(args.corpus) != "labelled":
+        return _evaluate_other(args)
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
     reference = model if args.reference in (None, args.model) else load_model(args.reference, args.device)
@@ -88,13 +89,21 @@ def cmd_evaluate(args) -> dict:
     return result
 
 
-def _evaluate_pairs(args) -> dict:
-    """A pair corpus (text1, text2, score) is judged by STS Spearman, not by P@k / S@k."""
-    from core.data.pairs import load_any
+def _evaluate_other(args) -> dict:
+    """A pair corpus (text1, text2, score) is judged by STS Spearman, a list corpus by its ordering metrics."""
+    from core.data.kinds import load_any
+    from core.evaluation.ordering import evaluate_lists
     from core.evaluation.sts import evaluate_pairs
 
-    pairs = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
-    return evaluate_pairs(load_model(args.model, args.device), pairs, args.model or "all-MiniLM-L6-v2")
+    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
+    model, name = load_model(args.model, args.device), args.model or "all-MiniLM-L6-v2"
+    if corpus.kind == "pairs":
+        return evaluate_pairs(model, corpus, name)
+    bars = TqdmPhases()
+    try:
+        return evaluate_lists(model, corpus, name, progress=lambda d, t: bars("encoding list members", d, t))
+    finally:
+        bars.close()
 
 
 def cmd_layers(args) -> dict:
@@ -111,6 +120,10 @@ def cmd_layers(args) -> dict:
 
 
 def _print_evaluate(r: dict) -> None:
+    if r["kind"] == "lists":
+        print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} lists)")
+        print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%   Kendall tau {r['kendall_tau']:.3f}")
+        return
     if r["kind"] == "pairs":
         print(f"pair corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_pairs']} pairs)")
         value = r["sts_spearman"]
@@ -175,7 +188,8 @@ def train_config(args, overrides: dict | None = None) -> dict:
 
 def _check_inputs(cfg) -> None:
     """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once."""
-    from core.data.pairs import load_any, load_pairs
+    from core.data.kinds import load_any
+    from core.data.pairs import load_pairs
 
     corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
@@ -298,8 +312,8 @@ def _print_train(r: dict) -> None:
     for name in ("before", "after"):
         m = r.get(name)
         if m:
-            shown = [f"{metric.short.format(k=m.get('k', 'k'))} {metric.shown(m[metric.key]):.1f}"
-                     f"{'%' if metric.percent else ''}" for metric in HEADLINE if m.get(metric.key) is not None]
+            shown = [f"{metric.short.format(k=m.get('k', 'k'))} {metric.text(m[metric.key])}"
+                     for metric in HEADLINE if m.get(metric.key) is not None]
             print(f"{name:>6}: " + "  ".join(shown))
     if r.get("export"):
         print(f"exported to {r['export']['dir']}")
@@ -339,7 +353,8 @@ COMMANDS: dict[str, tuple[Callable, Callable]] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description="ContrastLab headless commands")
     sub = parser.add_subparsers(dest="command", required=True)
-    ev = sub.add_parser("evaluate", help="P@k, S@k, kNN and linear-probe accuracy of a model on a corpus")
+    ev = sub.add_parser("evaluate", help="P@k, S@k, kNN and linear-probe accuracy of a model on a labelled corpus; STS "
+                        "Spearman on a pair corpus; ordering accuracy and Kendall tau on a list corpus")
     _corpus_args(ev)
     ev.add_argument("--reference", default=None, help="frozen reference model for S@k (default: the model itself)")
     ev.add_argument("--k", type=int, default=16)

@@ -14,9 +14,10 @@ from streamlit.testing.v1 import AppTest
 import core.jobs.launch
 import core.jobs.worker
 from core.analysis.plots import sts_change_figure
-from core.analysis.tradeoff import sts_changes
+from core.analysis.tradeoff import metric_changes
 from core.data.corpus import persist_table
-from core.data.pairs import PairColumns, build_pairs, load_any
+from core.data.kinds import load_any
+from core.data.pairs import PairColumns, build_pairs
 from core.runs.store import RunStore
 from core.training.recipes import RECIPES
 from tests.conftest import shared_data
@@ -149,7 +150,7 @@ def test_persisted_pair_table_loads_as_the_same_pairs(tmp_path):
     assert loaded.kind == "pairs" and loaded.fingerprint == shown.fingerprint
 
 
-def test_sts_changes_lists_only_finished_runs_with_sts(tmp_path):
+def test_metric_changes_lists_only_finished_runs_with_sts(tmp_path):
     runs = RunStore()
     with_sts = runs.create("train", {"recipe": "raoe", "corpus": "x"})
     runs.set_metrics_before(with_sts, {"sts_spearman": 40.0})
@@ -160,7 +161,7 @@ def test_sts_changes_lists_only_finished_runs_with_sts(tmp_path):
     failed = runs.create("train", {"recipe": "raoe", "corpus": "x"})
     runs.set_metrics_before(failed, {"sts_spearman": 40.0})
     runs.mark_failed(failed, "boom")
-    [row] = sts_changes(runs)
+    [row] = metric_changes(runs, "sts_spearman")
     assert row["run_id"] == with_sts and row["change"] == pytest.approx(15.5)
     fig = sts_change_figure([row])
     assert [t.name for t in fig.data if t.name] == ["before", "after"]

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.data.kinds import corpus_kind
 from core.data.pairs import (
     NLI_LABELS,
     PairColumns,
     build_pairs,
-    corpus_kind,
     detect_pair_columns,
     is_pair_table,
     load_pairs,
@@ -229,5 +229,7 @@ def test_real_stsb_counts_per_split():
 
 def test_real_snli_counts_per_split():
     corpus = load_pairs(shared_data("snli.csv"))
-    assert (len(corpus.train), len(corpus.test), corpus.target_split) == (0, 9824, "test")
+    # no 'train' rows: the validation pairs train, the test pairs are the targets, and the report says so
+    assert (len(corpus.train), len(corpus.test), corpus.target_split) == (9842, 9824, "test")
+    assert any("validation rows train" in w for w in corpus.report.warnings)
     assert corpus.report.label_counts == {"entailment": 6697, "neutral": 6454, "contradiction": 6515}

@@ -1,5 +1,5 @@
 """Tables, charts and summary lines of a corpus for the pages (presentation only; the data comes from
-core.data.corpus and core.data.pairs)."""
+core.data.corpus, core.data.pairs and core.data.lists)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from core.data.corpus import Corpus
+from core.data.lists import ListCorpus
 from core.data.pairs import NLI_LABELS, PairCorpus
+
+# Training-preview columns of a list recipe (core.training.listmle.list_preview) as the Train page names them.
+LIST_PREVIEW_COLUMNS = {"rank": "rank", "text": "text", "teacher": "teacher cosine", "teacher_rank": "teacher rank",
+                        "target": "target", "target_rank": "target rank"}
 
 
 def corpus_frame(corpus: Corpus) -> pd.DataFrame:
@@ -63,3 +68,32 @@ def pair_frame(corpus: PairCorpus) -> pd.DataFrame:
     if corpus.columns.label is not None:
         frame["label"] = [NLI_LABELS[code] for _, part in parts for code in part.labels.tolist()]
     return frame
+
+
+def list_summary(corpus: ListCorpus) -> str:
+    """"N lists, sizes a–b, list file": what a list corpus holds and where its lists come from, in one line (a
+    list's size counts its anchor)."""
+    summary = corpus.summary()
+    sizes = size_range(*summary["list_size"])
+    return (f"{summary['lists_train'] + summary['lists_test']:,} lists, size{'s' if '–' in sizes else ''} {sizes}, "
+            f"{summary['source']}")
+
+
+def size_range(low: int, high: int) -> str:
+    """"4–6", or "5" when every list has the same size."""
+    return f"{low}" if low == high else f"{low}–{high}"
+
+
+def list_frame(corpus: ListCorpus, list_id: str) -> pd.DataFrame:
+    """One list as the model is asked to order it: rank 1 is the anchor, then its members most related first."""
+    for part in (corpus.train, corpus.test):
+        if list_id in part.ids:
+            members = part.lists[part.ids.index(list_id)]
+            return pd.DataFrame({"rank": range(1, len(members) + 1), "text": members})
+    raise KeyError(list_id)
+
+
+def list_preview_frame(stats: dict) -> pd.DataFrame:
+    """A list recipe's preview of its first training list (each member after the anchor: its list rank, the
+    teacher's cosine to the anchor and rank, the training target and rank), with readable column names."""
+    return pd.DataFrame(stats["preview"], columns=list(LIST_PREVIEW_COLUMNS)).rename(columns=LIST_PREVIEW_COLUMNS)

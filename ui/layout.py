@@ -7,20 +7,20 @@ from pathlib import Path
 import streamlit as st
 
 from core.data.corpus import Corpus
+from core.data.kinds import KIND_NAMES
+from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.runs.labels import run_label
 from ui import nav, state
-from ui.corpus_view import pair_summary
+from ui.corpus_view import list_summary, pair_summary
 from ui.resources import device, run_store
 from ui.run_control import get_run
 from ui.run_picker import shown_run
 
-KIND_NAMES = {"labelled": "a labelled corpus (text, label)", "pairs": "a pair corpus (text1, text2, score or label)"}
 
-
-def require_corpus(page: str, kind: str = "labelled") -> Corpus | PairCorpus:
+def require_corpus(page: str, kind: str = "labelled") -> Corpus | PairCorpus | ListCorpus:
     """The current corpus when it is of `kind`, else one line saying what `page` needs, a link to the Corpus
-    page and the end of this page's run (a pair corpus has no labels to colour maps or score P@k with)."""
+    page and the end of this page's run (pair and list corpora have no labels to colour maps or score P@k with)."""
     corpus = state.corpus()
     if corpus is None:
         st.info("No corpus loaded yet — load one on the Corpus page.")
@@ -48,6 +48,8 @@ def sidebar() -> None:
             st.markdown(f"**Corpus** · {corpus.name}")
             if corpus.kind == "pairs":
                 st.caption(pair_summary(corpus))
+            elif corpus.kind == "lists":
+                st.caption(list_summary(corpus))
             else:
                 n_rows = len(corpus.train_texts) + len(corpus.test_texts)
                 st.caption(f"{n_rows:,} rows · {len(corpus.classes)} classes: {_class_list(corpus.classes)}")

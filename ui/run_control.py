@@ -62,12 +62,13 @@ def current_run(runs: RunStore, fallback: Literal["active", "newest"] = "active"
 
 def corpus_fields() -> dict:
     """TrainConfig's corpus fields for the session's corpus: the demo file itself, else the table saved
-    as Parquet (core.data.corpus.persist_table) so the worker process reads exactly these rows. A pair
-    corpus's mapped columns are saved under the names its loader detects (text1, text2, score, label, split)."""
+    as Parquet (core.data.corpus.persist_table) so the worker process reads exactly these rows. The mapped
+    columns of a pair or list corpus are saved under the names its loader detects (text1, text2, score, label,
+    split; list_id, rank, text, split)."""
     corpus, table = state.corpus(), state.table()
     if corpus is None or table is None:
         raise UserError("No corpus is loaded yet; load one on the Corpus page first.")
-    if corpus.kind == "pairs":
+    if corpus.kind != "labelled":
         saved = {role: col for role, col in asdict(corpus.columns).items() if col is not None}
         path = persist_table(table.df, saved)
         return {"corpus": str(path), "text_col": None, "label_col": "label" if "label" in saved else None,

@@ -78,15 +78,14 @@ def metric_cards(before: dict | None, after: dict | None) -> None:
     if not shown:
         return
     k = shown.get("k", 16)
-    for card, metric in zip(st.columns(len(HEADLINE)), HEADLINE):
-        if shown.get(metric.key) is None:
-            continue
-        value, unit = metric.shown(shown[metric.key]), "%" if metric.percent else ""
+    present = [metric for metric in HEADLINE if shown.get(metric.key) is not None]
+    for card, metric in zip(st.columns(max(4, len(present))), present):
+        value = shown[metric.key]
         base = before.get(metric.key) if after and before else None
-        card.metric(metric.short.format(k=k), f"{value:.1f}{unit}", border=True,
-                    delta=None if base is None else f"{value - metric.shown(base):+.1f}{unit}",
+        card.metric(metric.short.format(k=k), metric.text(value), border=True,
+                    delta=None if base is None else metric.text(value - base, sign=True),
                     help="Base model, before training." if not after else
-                    None if base is None else f"Before training: {metric.shown(base):.1f}{unit}.")
+                    None if base is None else f"Before training: {metric.text(base)}.")
 
 
 def training_plot(run: Run, key: str) -> None:
@@ -111,7 +110,7 @@ def outcome(runs: RunStore, run: Run) -> None:
         metric_cards(run.metrics_before, run.metrics_after)
         summary = run.progress.get("summary", {})
         examples, timings = summary.get("examples", {}), summary.get("timings", {})
-        bits = [f"{examples['examples']:,} {examples.get('format', '')} examples" if "examples" in examples else "",
+        bits = [f"{examples['examples']:,} examples ({examples.get('format', '?')})" if "examples" in examples else "",
                 f"{summary['steps']:,} steps" if "steps" in summary else "",
                 f"training {fmt_seconds(timings['train_s'])}" if "train_s" in timings else "",
                 f"model: `{run.artefacts['model']}`" if "model" in run.artefacts else ""]

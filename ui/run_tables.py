@@ -14,26 +14,27 @@ from core.runs.store import Run
 
 
 def runs_frame(runs: Iterable[Run]) -> pd.DataFrame:
-    """One row per run for the runs table (after-training metrics; the run's config holds the rest)."""
+    """One row per run for the runs table: the headline metrics after training that any of the runs reports
+    (P@k and S@k on labelled corpora, STS Spearman, ordering), as the metric cards show them."""
+    runs = list(runs)
+    metrics = [m for m in HEADLINE if any((r.metrics_after or {}).get(m.key) is not None for r in runs)]
     rows = []
     for r in runs:
         after = r.metrics_after or {}
-        knn = after.get("knn_accuracy")
         rows.append({
             "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_text(r), "margin / scale": knob_text(r),
-            "P@k": after.get("polarity"), "S@k": after.get("similarity"),
-            "kNN after": None if knn is None else 100 * knn, "duration": duration_s(r),
-            "sweep": r.sweep_id or "", "created": pd.Timestamp(r.created, unit="s", tz="UTC"),
+            **{m.short.format(k="k"): None if after.get(m.key) is None else m.shown(after[m.key]) for m in metrics},
+            "duration": duration_s(r), "sweep": r.sweep_id or "", "created": pd.Timestamp(r.created, unit="s", tz="UTC"),
         })
-    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin / scale", "P@k", "S@k", "kNN after",
-                                       "duration", "sweep", "created"])
+    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin / scale",
+                                       *(m.short.format(k="k") for m in metrics), "duration", "sweep", "created"])
 
 
 def runs_table(runs: Iterable[Run], key: str) -> None:
+    metrics = {m.short.format(k="k"): st.column_config.NumberColumn(
+        format=f"%.{m.digits}f{'%%' if m.percent else ''}", help=f"{m.long}, after training.") for m in HEADLINE}
     st.dataframe(runs_frame(runs), hide_index=True, key=key, column_config={
-        "P@k": st.column_config.NumberColumn(format="%.1f", help="Polarity after training (x100)."),
-        "S@k": st.column_config.NumberColumn(format="%.1f", help="Semantic similarity after training (x100)."),
-        "kNN after": st.column_config.NumberColumn(format="%.1f%%", help="kNN accuracy after training."),
+        **metrics,
         "duration": st.column_config.NumberColumn(format="%.0f s", help="Wall time from start to finish."),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
     })

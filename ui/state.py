@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from core.data.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns, read_pasted, read_table
+from core.data.lists import ListColumns, ListCorpus, build_lists
 from core.data.pairs import PairColumns, PairCorpus, build_pairs
 from core.models.loading import DEFAULT_MODEL, resolve_model
 
@@ -56,8 +57,9 @@ def init() -> None:
 # ---------------------------------------------------------------- corpus
 
 
-def corpus() -> Corpus | PairCorpus | None:
-    """A labelled corpus (kind "labelled") or a pair corpus (kind "pairs"), whichever the table holds."""
+def corpus() -> Corpus | PairCorpus | ListCorpus | None:
+    """A labelled corpus (kind "labelled"), a pair corpus ("pairs") or a list corpus ("lists"), whichever the table
+    holds."""
     return st.session_state.get(_CORPUS)
 
 
@@ -66,9 +68,9 @@ def table() -> Table | None:
     return st.session_state.get(_TABLE)
 
 
-def use_table(table: Table, columns: Columns | PairColumns, drop_duplicates: bool = False) -> bool:
-    """Make the corpus built from `table` current (a pair corpus for PairColumns, which never drops
-    duplicates); True when that changed the current corpus.
+def use_table(table: Table, columns: Columns | PairColumns | ListColumns, drop_duplicates: bool = False) -> bool:
+    """Make the corpus built from `table` current (a pair corpus for PairColumns, a list corpus for ListColumns;
+    neither drops duplicates); True when that changed the current corpus.
 
     Rebuilds only when the input or the mapping changed. Building raises UserError on bad data,
     in which case the previous corpus stays current.
@@ -77,7 +79,9 @@ def use_table(table: Table, columns: Columns | PairColumns, drop_duplicates: boo
     ss = st.session_state
     if ss.get(_CORPUS_KEY) == key:
         return False
-    if isinstance(columns, PairColumns):
+    if isinstance(columns, ListColumns):
+        built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings))
+    elif isinstance(columns, PairColumns):
         built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings))
     else:
         built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,

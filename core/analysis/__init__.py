@@ -4,8 +4,9 @@
   ``subsample``, ``neighbour_changes``.
 - ``maps``: the Maps page's data and figures: ``map_data``, ``map_figures``, ``neighbours``, ``available_points``.
 - ``layers``: the Layers page's per-layer kNN curves and figure: ``layer_curves``, ``layers_figure``.
-- ``tradeoff``: P@k / S@k points of every run, the margin's active-triplet share, STS Spearman before and
-  after per run: ``tradeoff_points``, ``margin_constraint_share``, ``sts_changes``.
+- ``tradeoff``: P@k / S@k points of every run, the margin's active-triplet share, a metric before and after
+  per run (STS Spearman, ordering): ``tradeoff_points``, ``margin_constraint_share``, ``metric_changes``,
+  ``change_table``.
 - ``attention``: attention and ATA weights of one text, reference vs fine-tuned: ``token_weights``,
   ``compare_attention``.
 - ``plots``: plotly figure builders (pure functions returning ``go.Figure``).

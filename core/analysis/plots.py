@@ -137,7 +137,7 @@ def tradeoff_figure(points: list[dict], k: int = 16) -> go.Figure:
 
 def sts_change_figure(rows: list[dict]) -> go.Figure:
     """One line per run from its STS Spearman before training (grey) to after (coloured by better / worse), so
-    the direction and size of each change read at a glance; rows as core.analysis.tradeoff.sts_changes gives."""
+    the direction and size of each change read at a glance; rows as core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives."""
     fig = go.Figure()
     names = [html.escape(r["run_id"]) for r in rows]
     for r, name in zip(rows, names):

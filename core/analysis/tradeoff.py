@@ -13,6 +13,7 @@ from core.data.corpus import Corpus
 from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
+from core.evaluation.headline import HEADLINE
 from core.jobs.quick import is_quick
 from core.models.encode import encode_cached
 from core.runs.labels import knob_value, run_label
@@ -101,20 +102,33 @@ def _point(run: Run | None, metrics: dict) -> dict:
             "quick": quick, "recipe": run.config.get("recipe"), "margin": knob_value(run.config), **scores}
 
 
-# --- STS Spearman per run ----------------------------------------------------------------------------------
+# --- a metric before -> after per run ----------------------------------------------------------------------
 
 
-def sts_changes(store: RunStore) -> list[dict]:
-    """STS Spearman (x100) before and after training of every finished train run that reports it (a run on a
-    pair corpus with scores, or one given an STS corpus), oldest first; empty when none does."""
+def metric_changes(store: RunStore, key: str) -> list[dict]:
+    """Metric `key` before and after training of every finished train run that reports both, oldest first; empty
+    when none does. Not every run reports every metric: STS Spearman comes from a run on scored pairs (or given
+    an STS corpus), ordering accuracy and Kendall tau from a list recipe's run."""
     rows = []
     for run in store.list(kind="train", with_losses=False)[::-1]:
-        before = (run.metrics_before or {}).get("sts_spearman")
-        after = (run.metrics_after or {}).get("sts_spearman")
+        before = (run.metrics_before or {}).get(key)
+        after = (run.metrics_after or {}).get(key)
         if run.status == "done" and before is not None and after is not None:
             rows.append({"run_id": run.id, "name": run_label(run), "recipe": run.config.get("recipe"),
                          "before": float(before), "after": float(after), "change": float(after) - float(before)})
     return rows
+
+
+def change_table(store: RunStore, keys: tuple[str, ...]) -> list[dict]:
+    """One row per finished train run that reports any of the headline metrics `keys` before and after training:
+    run, recipe and, per metric, "before → after (change)" with the metric's own unit and digits; oldest first."""
+    rows: dict[str, dict] = {}
+    for metric in (m for m in HEADLINE if m.key in keys):
+        for r in metric_changes(store, metric.key):
+            row = rows.setdefault(r["run_id"], {"run": r["run_id"], "recipe": r["recipe"]})
+            row[metric.short] = (f"{metric.text(r['before'])} → {metric.text(r['after'])} "
+                                 f"({metric.text(r['change'], sign=True)})")
+    return list(rows.values())
 
 
 # --- margin constraint share -----------------------------------------------------------------------------

@@ -200,6 +200,9 @@ def _parse_delimited(text: str, source: str, sep: str | None) -> pd.DataFrame:
     sep = sep or _sniff_delimiter(text)
     kind = {",": "CSV", "\t": "TSV", ";": "semicolon-separated CSV"}[sep]
     try:
+        # pandas renames a repeated header name ("text", "text.1"), so repeats are caught on the raw header row
+        header = next((row for row in csv.reader(io.StringIO(text), delimiter=sep) if any(c.strip() for c in row)), [])
+        _check_unique_names([c.strip() for c in header], source)
         # Only empty cells are missing: a text reading "NA" or "null" is still a text.
         return pd.read_csv(io.StringIO(text), sep=sep, keep_default_na=False, na_values=[""], low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, csv.Error) as exc:
@@ -244,12 +247,16 @@ def _parse_parquet(data: bytes, filename: str) -> pd.DataFrame:
         raise UserError(f"Could not read {filename} as Parquet ({str(exc).splitlines()[0]}); re-export the file.") from None
 
 
+def _check_unique_names(names: list[str], source: str) -> None:
+    dupes = sorted({c for c in names if names.count(c) > 1})
+    if dupes:
+        raise UserError(f"{source} has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
+
+
 def _tidy(df: pd.DataFrame, source: str) -> pd.DataFrame:
     """Column names as stripped strings; a table without rows is an error, not an empty corpus."""
     df = df.rename(columns=lambda c: str(c).strip())
-    dupes = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
-    if dupes:
-        raise UserError(f"{source} has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
+    _check_unique_names(list(df.columns), source)
     if len(df.columns) == 0 or len(df) == 0:
         raise UserError(f"{source} has no data rows; it needs a header row followed by one row per text.")
     return df
@@ -468,6 +475,19 @@ def _split_by_column(splits: np.ndarray, labels: np.ndarray, col: str,
         raise UserError(f"Split column '{col}' has no labelled 'train' rows; mark training rows as 'train' or "
                         "choose another split column.")
     return split_by_column(splits, col, warnings, lambda train: _stratified(train, labels), "stratified")
+
+
+def train_on_validation(splits: np.ndarray, col: str, warnings: list[str]) -> np.ndarray:
+    """Split values where, in a file with 'test' and 'validation' rows but no 'train' rows (SNLI's published
+    splits), the validation rows become the training rows, said in a warning; other files are returned as they are.
+    Pair and list corpora use it: they can learn from validation data, while a labelled corpus names its train
+    rows."""
+    validation = np.isin(splits, VALIDATION_NAMES)
+    if np.any(splits == "train") or not np.any(splits == "test") or not validation.any():
+        return splits
+    warnings.append(f"Split column '{col}' has no 'train' rows, so the {int(validation.sum()):,} validation rows "
+                    "train and the 'test' rows are the targets.")
+    return np.where(validation, "train", splits)
 
 
 def split_by_column(splits: np.ndarray, col: str, warnings: list[str],

@@ -22,20 +22,17 @@ from core.data.corpus import (
     DEFAULT_MAX_BYTES,
     HOLDOUT_FRACTION,
     MIN_ROWS,
-    PARQUET_EXTS,
     SPLIT_NAMES,
     SPLIT_SEED,
     VALIDATION_NAMES,
-    Corpus,
     clean_splits,
     clean_texts,
     is_missing,
-    load_corpus,
     read_file,
-    read_table,
     resolve_column,
     split_by_column,
     split_ratio,
+    train_on_validation,
 )
 from core.errors import UserError
 
@@ -44,7 +41,6 @@ TEXT_PAIR_NAMES = (("text1", "text2"), ("sentence1", "sentence2"))
 SCORE_NAMES = ("score", "similarity", "similarity_score", "relatedness_score", "gold_score")
 PAIR_LABEL_NAMES = ("label", "gold_label", "nli_label")
 SPLIT_VALUES = ("train", "test", *VALIDATION_NAMES)
-HEADER_BYTES = 64 * 1024
 SHOWN_VALUES = 5
 
 
@@ -305,8 +301,9 @@ def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
-    """The targets as core.data.corpus.split_by_column chooses them (random holdout); a pair corpus without
-    'train' rows can still evaluate a model."""
+    """The targets as core.data.corpus.split_by_column chooses them (random holdout), after train_on_validation; a
+    pair corpus without 'train' rows can still evaluate a model."""
+    splits = train_on_validation(splits, col, warnings)
     n_train = int(np.sum(splits == "train"))
     if not np.isin(splits, ("test", *VALIDATION_NAMES)).any() and n_train < MIN_ROWS:
         raise UserError(f"Split column '{col}' leaves no pairs to evaluate on: it has no 'test' or 'validation' "
@@ -328,38 +325,3 @@ def load_pairs(path: str | Path, text1_col: str | None = None, text2_col: str | 
     df, warnings = read_file(path, max_bytes)
     columns = detect_pair_columns(df, text1_col, text2_col, score_col, label_col, split_col)
     return build_pairs(df, columns, name=path.stem, warnings=warnings)
-
-
-def corpus_kind(path: str | Path) -> str:
-    """"pairs" or "labelled", from the file's column names alone."""
-    return "pairs" if is_pair_table(pd.DataFrame(columns=_header(Path(path)))) else "labelled"
-
-
-def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
-             split_col: str | None = None) -> Corpus | PairCorpus:
-    """A labelled corpus or a pair corpus, whichever the file holds (a run's corpus may be either)."""
-    if corpus_kind(path) == "pairs":
-        if text_col:
-            raise UserError("text_col names the text column of a labelled corpus; a pair corpus reads its text1 and "
-                            "text2 columns.")
-        return load_pairs(path, label_col=label_col, split_col=split_col)
-    return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col)
-
-
-def _header(path: Path) -> list[str]:
-    """The column names from the Parquet schema or the first complete lines; a file those cannot be read from
-    (a JSON array, an odd encoding cut mid-character) is read whole, which also gives its precise error."""
-    if path.is_file():
-        try:
-            if path.suffix.lower() in PARQUET_EXTS:
-                import pyarrow.parquet as pq  # only Parquet files need pyarrow
-
-                return list(pq.read_schema(path).names)
-            with path.open("rb") as f:
-                head = f.read(HEADER_BYTES + 1)
-            if len(head) > HEADER_BYTES:
-                head = head[: head.rfind(b"\n", 0, HEADER_BYTES) + 1]
-            return [str(c) for c in read_table(head, path.name)[0].columns]
-        except (UserError, OSError, ValueError):
-            pass
-    return [str(c) for c in read_file(path)[0].columns]

@@ -6,6 +6,8 @@
 - ``headline``: ``HEADLINE``, the metrics every table and card shows, with their names and units.
 - ``evaluate``: which texts are scored, encoded through the cache, and scored: ``evaluate``, ``evaluate_layers``,
   ``EvalSettings``, ``eval_sets``, ``score``.
+- ``ordering``: how well a model orders held-out ranked lists: ``ordering_metrics`` (ordering accuracy, Kendall
+  tau), ``ordering_scores``, ``evaluate_lists``.
 - ``sts``: Spearman x 100 of cosine against a pair corpus's gold score: ``sts_spearman``.
 - ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

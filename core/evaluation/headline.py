@@ -11,9 +11,14 @@ class Metric:
     short: str  # table rows and metric cards; {k} is the retrieval depth
     long: str  # model cards
     percent: bool  # an accuracy in [0, 1], shown x100 with '%'; P@k / S@k are already x100
+    digits: int = 1  # decimals shown; a correlation in [-1, 1] needs more than a score out of 100
 
     def shown(self, value: float) -> float:
         return value * 100 if self.percent else value
+
+    def text(self, value: float, sign: bool = False) -> str:
+        """The value as tables and cards show it: scaled, rounded, with its unit (a signed change with sign)."""
+        return f"{self.shown(value):{'+' if sign else ''}.{self.digits}f}{'%' if self.percent else ''}"
 
 
 HEADLINE = (
@@ -22,4 +27,8 @@ HEADLINE = (
     Metric("knn_accuracy", "kNN accuracy", "kNN accuracy", True),
     Metric("linear_accuracy", "Linear probe", "Linear-probe accuracy", True),
     Metric("sts_spearman", "STS Spearman", "STS Spearman (cosine vs gold score, x100)", False),
+    Metric("ordering_accuracy", "Ordering accuracy", "Ordering accuracy (held-out lists in exactly their order)",
+           True),
+    Metric("kendall_tau", "Kendall tau", "Kendall tau (model order vs list order, mean over held-out lists)", False,
+           digits=3),
 )

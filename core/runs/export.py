@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.data.corpus import load_corpus
+from core.data.kinds import load_any
 from core.errors import UserError
 from core.models.loading import load_model
+from core.runs.labels import knob_value
 from core.runs.store import RunStore
 
 
@@ -26,8 +27,8 @@ def safe_name(name: str, limit: int = 80) -> str:
 
 def export_name(run) -> str:
     cfg = run.config
-    margin = cfg.get("margin")
-    tag = f"{cfg.get('recipe', run.kind)}" + (f"-m{margin}" if margin is not None else "")
+    knob = knob_value(cfg)
+    tag = f"{cfg.get('recipe', run.kind)}" + (f"-m{knob}" if knob is not None else "")
     return safe_name(f"contrastlab-{tag}-{run.id}")
 
 
@@ -52,18 +53,24 @@ def write_config(config: dict, dest: Path) -> list[Path]:
 
 
 def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
-    """Embeddings of the evaluation texts (test split and the train sample), from the cache when possible."""
+    """Embeddings of the texts a run is evaluated on, from the cache when possible: a labelled corpus's test split
+    and train sample (with labels), a pair corpus's target pairs' texts, a list corpus's target lists' members."""
     # Both import torch; the pages import this module for safe_name, so they load only when exporting.
     from core.evaluation.evaluate import EvalSettings, eval_sets
     from core.models.encode import encode_cached
 
-    sets = eval_sets(corpus, EvalSettings())
-    texts = sets.train_texts + list(corpus.test_texts)
-    labels = list(sets.train_labels) + list(corpus.test_labels)
-    splits = ["train"] * len(sets.train_rows) + [corpus.target_split] * len(corpus.test_texts)
+    if corpus.kind == "labelled":
+        sets = eval_sets(corpus, EvalSettings())
+        texts = sets.train_texts + list(corpus.test_texts)
+        columns = {"label": [corpus.classes[i] for i in [*sets.train_labels, *corpus.test_labels]],
+                   "split": ["train"] * len(sets.train_rows) + [corpus.target_split] * len(corpus.test_texts)}
+    else:
+        target = corpus.test
+        members = [t for m in target.lists for t in m] if corpus.kind == "lists" else [*target.text1, *target.text2]
+        texts = list(dict.fromkeys(members))
+        columns = {"split": [corpus.target_split] * len(texts)}
     emb = encode_cached(model, texts, progress=progress)
-    frame = pd.DataFrame({"text": texts, "label": [corpus.classes[i] for i in labels], "split": splits,
-                          "embedding": list(emb.astype(np.float32))})
+    frame = pd.DataFrame({"text": texts, **columns, "embedding": list(emb.astype(np.float32))})
     frame.to_parquet(dest / "embeddings.parquet", index=False)
     np.save(dest / "embeddings.npy", emb.astype(np.float32))
     return [dest / "embeddings.parquet", dest / "embeddings.npy"]
@@ -85,8 +92,8 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
         write_config(run.config, staging)
         if embeddings:
             cfg = run.config
-            corpus = load_corpus(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
-                                 split_col=cfg.get("split_col"))
+            corpus = load_any(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
+                              split_col=cfg.get("split_col"))
             write_embeddings(load_model(str(model_dir), "cpu"), corpus, staging, progress)
         shutil.make_archive(str(staging / "model"), "zip", root_dir=staging, base_dir="model")
         staging.rename(final)

@@ -8,7 +8,9 @@
   ``SUPERVISED``.
 - ``self_supervised``: the recipes on document pairs (crop, dropout): ``SELF_SUPERVISED``.
 - ``raoe``: the RAOE recipes (full, L_rank only, L_angle only) on pairs scored by a teacher: ``RAOE``,
-  ``ranked_pairs``, ``teacher_scores``.
+  ``ranked_pairs``, ``teacher_scores``, ``teacher_model``.
+- ``listmle``: ListMLE post-training on ranked lists with the teacher's nudged similarities as target:
+  ``LISTMLE``, ``as_lists``, ``list_examples``.
 - ``recipes``: the registry: ``RECIPES``, ``register``, ``get_recipe``, ``recipe_params``.
 - ``examples``: the dataset builders recipes use: ``mined_examples``, ``scored_pairs``,
   ``document_pairs``, ``mine_train_sample``.

@@ -13,6 +13,15 @@ def _fmt(value) -> str:
     return f"{value:.3f}" if abs(value) <= 1 else f"{value:.1f}"
 
 
+def _corpus_text(summary: dict) -> str:
+    """What a corpus summary (core.data Corpus, PairCorpus or ListCorpus .summary()) holds, in a few words."""
+    target = summary.get("target_split", "test")
+    if summary.get("kind") == "lists":
+        return f"{summary['lists_train']} train lists, {summary['lists_test']} {target} lists"
+    rows = f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
+    return rows if summary.get("kind") == "pairs" else f"{rows}, {summary.get('n_classes', '?')} classes"
+
+
 def contrastlab_card_section(cfg: TrainConfig, result: dict) -> str:
     """Markdown appended to sentence-transformers' own card (which already covers loss and trainer args)."""
     recipe = get_recipe(cfg.recipe)
@@ -26,12 +35,13 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict) -> str:
         "",
         f"- **Base model:** `{cfg.model}`",
         f"- **Reference model (mining, S@k):** `{cfg.reference or cfg.model}`",
-        f"- **Corpus:** `{cfg.corpus}` — {corpus.get('rows_train', '?')} train rows, "
-        f"{corpus.get('rows_test', '?')} {corpus.get('target_split', 'test')} rows, "
-        f"{corpus.get('n_classes', '?')} classes",
+        f"- **Corpus:** `{cfg.corpus}` — {_corpus_text(corpus)}",
         f"- **Recipe:** {recipe.title} (`{cfg.recipe}`)"
         + (f", {knob.label.lower()} = {settings[knob.name]}" if knob else ""),
     ]
+    if "lists" in result:
+        lists = result["lists"]
+        lines.append(f"- **Lists:** from the {lists['source']}: {_corpus_text(lists)}")
     others = [f"`{name}` = {value}" for name, value in settings.items() if knob is None or name != knob.name]
     if others:
         lines.append(f"- **Recipe settings:** {', '.join(others)}")

@@ -35,15 +35,25 @@ def teacher_needs(cfg, corpus) -> str | None:
     return None
 
 
+def teacher_model(cfg, reference):
+    """The frozen model whose cosine is the teacher's judgement: the reference model, or the one cfg.teacher names."""
+    from core.models.loading import load_model
+
+    if cfg.teacher == "reference":
+        return reference
+    teacher = load_model(cfg.teacher, cfg.device)
+    teacher.requires_grad_(False)
+    return teacher
+
+
 def teacher_scores(cfg, reference, text1: list[str], text2: list[str], gold: np.ndarray | None,
                    progress: Progress | None = None) -> np.ndarray:
     """s for each pair: the gold score, or the teacher model's cosine (its embeddings come from the disk cache)."""
     from core.models.encode import encode_cached
-    from core.models.loading import load_model
 
     if cfg.teacher == "score":
         return gold.astype(np.float64)
-    teacher = reference if cfg.teacher == "reference" else load_model(cfg.teacher, cfg.device)
+    teacher = teacher_model(cfg, reference)
     a = encode_cached(teacher, text1, progress=progress)
     b = encode_cached(teacher, text2, progress=progress)
     a = a / np.clip(np.linalg.norm(a, axis=1, keepdims=True), 1e-12, None)

@@ -41,8 +41,10 @@ class Recipe:
     budget: dict = field(default_factory=dict)  # general settings whose default differs for this recipe
     callbacks: Callable = no_callbacks  # (cfg) -> extra transformers TrainerCallbacks
     self_supervised: bool = False
-    kinds: tuple[str, ...] = ("labelled",)  # corpus kinds it trains on: "labelled" texts, "pairs" (core.data.pairs)
+    kinds: tuple[str, ...] = ("labelled",)  # corpus kinds it trains on (core.data.kinds.KIND_NAMES)
     needs: Callable = no_needs  # (cfg, corpus) -> a sentence saying what the corpus lacks for this run, or None
+    lists: Callable | None = None  # (cfg, corpus, reference, progress) -> the ListCorpus a list recipe learns from;
+    # its target lists' ordering metrics are reported before and after
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -61,10 +63,11 @@ class Recipe:
 
     def check_corpus(self, cfg, corpus) -> None:
         """Refuse, before any work, a corpus this run cannot train on (the CLI checks before a worker starts)."""
-        names = {"labelled": "a labelled corpus (text, label)", "pairs": "a pair corpus (text1, text2, score or label)"}
+        from core.data.kinds import KIND_NAMES  # pandas and scikit-learn: not needed to list the recipes
+
         if corpus.kind not in self.kinds:
-            raise UserError(f"{self.name} trains on {' or '.join(names[k] for k in self.kinds)}; this is "
-                            f"{names[corpus.kind]}.")
+            raise UserError(f"{self.name} trains on {' or '.join(KIND_NAMES[k] for k in self.kinds)}; this is "
+                            f"{KIND_NAMES[corpus.kind]}.")
         missing = self.needs(cfg, corpus)
         if missing:
             raise UserError(missing)

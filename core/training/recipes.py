@@ -4,6 +4,7 @@ A new recipe is one module defining a ``Recipe`` plus one ``register(...)`` line
 from __future__ import annotations
 
 from core.errors import UserError
+from core.training.listmle import LISTMLE
 from core.training.params import Param
 from core.training.raoe import RAOE
 from core.training.recipe import Recipe
@@ -19,7 +20,7 @@ def register(recipe: Recipe) -> Recipe:
     return recipe
 
 
-for _recipe in [*SUPERVISED, *SELF_SUPERVISED, *RAOE]:
+for _recipe in [*SUPERVISED, *SELF_SUPERVISED, *RAOE, *LISTMLE]:
     register(_recipe)
 
 

@@ -18,10 +18,13 @@ from sentence_transformers.sentence_transformer.modules import Pooling
 from transformers import PrinterCallback, TrainerCallback
 
 from core.data.corpus import Corpus
-from core.data.pairs import PairCorpus, load_any, load_pairs
+from core.data.kinds import load_any
+from core.data.lists import ListCorpus
+from core.data.pairs import PairCorpus, load_pairs
 from core.errors import Cancelled, UserError
 from core.evaluation.evaluate import EvalSettings, evaluate
 from core.evaluation.evaluator import TradeoffEvaluator
+from core.evaluation.ordering import evaluate_lists, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, sts_spearman
 from core.models.ata import build_ata_model
 from core.models.loading import load_model
@@ -156,14 +159,18 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
     return trainer
 
 
-def _evaluate(model, reference, corpus: Corpus | PairCorpus, settings: EvalSettings, progress, model_name: str,
-              sts: PairCorpus | None) -> dict:
-    """P@k, S@k and kNN accuracy on a labelled corpus, STS Spearman on a pair corpus; plus the STS Spearman of
-    the run's extra `sts` pair corpus when it names one."""
-    if isinstance(corpus, PairCorpus):
+def _evaluate(model, reference, corpus: Corpus | PairCorpus | ListCorpus, settings: EvalSettings, progress,
+              model_name: str, sts: PairCorpus | None, lists: ListCorpus | None) -> dict:
+    """P@k, S@k and kNN accuracy on a labelled corpus, STS Spearman on a pair corpus, ordering on a list corpus;
+    plus the STS Spearman of the run's extra `sts` pair corpus and the ordering of a list recipe's target lists."""
+    if isinstance(corpus, ListCorpus):
+        result = evaluate_lists(model, corpus, model_name, progress=lambda d, t: progress("target lists", d, t))
+    elif isinstance(corpus, PairCorpus):
         result = evaluate_pairs(model, corpus, model_name)
     else:
         result = evaluate(model, reference, corpus, settings, progress=progress, model_name=model_name)
+    if lists is not None and lists is not corpus:
+        result.update(ordering_metrics(model, lists, progress=lambda d, t: progress("target lists", d, t)))
     if sts is not None:
         result["sts_spearman"] = sts_spearman(model, sts)
     return result
@@ -187,7 +194,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
     sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
     recipe.check_corpus(cfg, corpus)
-    if cfg.eval_every > 0 and corpus.kind == "pairs":
+    if cfg.eval_every > 0 and corpus.kind != "labelled":
         raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
     reference = load_model(cfg.reference or cfg.model, cfg.device)
     reference.requires_grad_(False)
@@ -197,15 +204,20 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     def enc_progress(label):
         return lambda name, done, total: reporter.progress(phase=f"{label}: {name}", step=done, total=total)
 
+    lists = None
+    if recipe.lists is not None:
+        phase("building lists")
+        lists = recipe.lists(cfg, corpus, reference, lambda d, t: reporter.progress(phase="lists: encoding", step=d,
+                                                                                   total=t))
     base_is_reference = (cfg.reference or cfg.model) == cfg.model
     before = _evaluate(reference if base_is_reference else model, reference, corpus, settings,
-                       progress=enc_progress("evaluating before"), model_name=cfg.model, sts=sts)
+                       progress=enc_progress("evaluating before"), model_name=cfg.model, sts=sts, lists=lists)
     reporter.progress(metrics_before=before)
     timings["evaluate_before_s"] = time.monotonic() - t0
 
     t1 = time.monotonic()
     phase("preparing examples")
-    dataset, example_stats = recipe.build_examples(cfg, corpus, reference,
+    dataset, example_stats = recipe.build_examples(cfg, lists or corpus, reference,
                                                    progress=lambda d, t: reporter.progress(phase="examples: encoding",
                                                                                            step=d, total=t))
     reporter.progress(example_stats=example_stats)
@@ -226,7 +238,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
     t3 = time.monotonic()
     after = _evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
-                      model_name=f"{cfg.model} + {cfg.recipe}", sts=sts)
+                      model_name=f"{cfg.model} + {cfg.recipe}", sts=sts, lists=lists)
     timings["evaluate_after_s"] = time.monotonic() - t3
     result = {
         "before": before,
@@ -237,6 +249,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
         "steps": int(train_out.global_step),
         "timings": {k: round(v, 2) for k, v in timings.items()},
         "corpus": corpus.summary(),
+        **({"lists": lists.summary()} if lists is not None and lists is not corpus else {}),
     }
     phase("saving model")
     save_model(model, work_dir / "model", cfg, result)

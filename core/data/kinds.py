@@ -1,0 +1,63 @@
+"""Which kind of corpus a file holds (labelled texts, pairs or ranked lists), from its column names alone, and
+loading it as that kind: a run's corpus may be any of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from core.data.corpus import PARQUET_EXTS, Corpus, load_corpus, read_file, read_table
+from core.data.lists import ListCorpus, is_list_table, load_lists
+from core.data.pairs import PairCorpus, is_pair_table, load_pairs
+from core.errors import UserError
+
+HEADER_BYTES = 64 * 1024
+KIND_NAMES = {"labelled": "a labelled corpus (text, label)",
+              "pairs": "a pair corpus (text1, text2, score or label)",
+              "lists": "a list corpus (list_id, rank, text)"}
+
+
+def table_kind(df: pd.DataFrame) -> str:
+    """"lists", "pairs" or "labelled" from a table's column names."""
+    return "lists" if is_list_table(df) else "pairs" if is_pair_table(df) else "labelled"
+
+
+def corpus_kind(path: str | Path) -> str:
+    """"lists", "pairs" or "labelled", from the file's column names alone."""
+    return table_kind(pd.DataFrame(columns=_header(Path(path))))
+
+
+def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
+             split_col: str | None = None) -> Corpus | PairCorpus | ListCorpus:
+    """The corpus the file holds, of whichever kind."""
+    kind = corpus_kind(path)
+    if kind == "pairs":
+        if text_col:
+            raise UserError("text_col names the text column of a labelled corpus; a pair corpus reads its text1 and "
+                            "text2 columns.")
+        return load_pairs(path, label_col=label_col, split_col=split_col)
+    if kind == "lists":
+        if label_col:
+            raise UserError("label_col names a label column; a list corpus is ordered by its rank column.")
+        return load_lists(path, text_col=text_col, split_col=split_col)
+    return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col)
+
+
+def _header(path: Path) -> list[str]:
+    """The column names from the Parquet schema or the first complete lines; a file those cannot be read from
+    (a JSON array, an odd encoding cut mid-character) is read whole, which also gives its precise error."""
+    if path.is_file():
+        try:
+            if path.suffix.lower() in PARQUET_EXTS:
+                import pyarrow.parquet as pq  # only Parquet files need pyarrow
+
+                return list(pq.read_schema(path).names)
+            with path.open("rb") as f:
+                head = f.read(HEADER_BYTES + 1)
+            if len(head) > HEADER_BYTES:
+                head = head[: head.rfind(b"\n", 0, HEADER_BYTES) + 1]
+            return [str(c) for c in read_table(head, path.name)[0].columns]
+        except (UserError, OSError, ValueError):
+            pass
+    return [str(c) for c in read_file(path)[0].columns]

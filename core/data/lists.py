@@ -1,0 +1,385 @@
+"""List corpus: ranked lists of texts, an anchor followed by members from most to least related (docs/definitions.md,
+ListMLE post-training).
+
+A list's ORDER must come from a source independent of the teacher whose similarities ListMLE nudges, so lists come
+from one of three places:
+- a list file: one row per member with list_id, rank (1 = the anchor) and text (and an optional split per list);
+- NLI pairs: a premise, then one entailment, one neutral and one contradiction hypothesis of it, then a random
+  hypothesis of another premise;
+- a labelled corpus: an anchor, its nearest same-label texts, then its nearest other-label texts (nearest by a
+  frozen reference model; the label decides which group comes first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+from core.data.corpus import (
+    DEFAULT_MAX_BYTES,
+    HOLDOUT_FRACTION,
+    MIN_ROWS,
+    SPLIT_NAMES,
+    SPLIT_SEED,
+    Corpus,
+    clean_splits,
+    clean_texts,
+    is_missing,
+    read_file,
+    resolve_column,
+    split_by_column,
+    split_ratio,
+    train_on_validation,
+)
+from core.data.pairs import PairCorpus, PairSplit
+from core.errors import UserError
+
+LIST_ID_NAMES = ("list_id", "query_id", "qid")
+RANK_NAMES = ("rank",)
+LIST_TEXT_NAMES = ("text", "sentence", "passage", "document")
+MIN_MEMBERS = 3  # an anchor and two members to order
+MAX_MEMBERS = 64  # every member of every list in a batch is encoded in each step
+MIN_LISTS = MIN_ROWS
+NLI_LIST = ("premise", "entailment", "neutral", "contradiction", "other premise's hypothesis")
+
+
+@dataclass(frozen=True)
+class ListColumns:
+    list_id: str
+    rank: str
+    text: str
+    split: str | None
+
+
+@dataclass(eq=False)
+class ListSplit:
+    ids: list[str]
+    lists: list[list[str]]  # each: the anchor, then the members from most to least related
+
+    def __len__(self) -> int:
+        return len(self.lists)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [len(members) for members in self.lists]
+
+
+@dataclass
+class ListReport:
+    """What building the lists did, shown before anything is trained or scored on them."""
+
+    source: str  # "list file", "NLI pairs" or "labelled corpus"
+    rows_read: int
+    lists_kept: int
+    skipped: int  # groups that could not form a full list (an NLI premise lacking a label, an anchor lacking neighbours)
+    split_source: str
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(eq=False)
+class ListCorpus:
+    """Training lists plus the target lists a model's ordering is scored on."""
+
+    kind: ClassVar[str] = "lists"  # beside core.data.corpus.Corpus and core.data.pairs.PairCorpus
+    name: str
+    train: ListSplit
+    test: ListSplit
+    target_split: str
+    report: ListReport
+    columns: ListColumns | None = None  # a list file's columns; None for derived lists
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Content hash: the same lists in the same splits give the same key in any run."""
+        h = hashlib.sha256()
+        for split, part in (("train", self.train), (self.target_split, self.test)):
+            h.update("\x1e".join(f"{split}\x1f{i}\x1f" + "\x1f".join(members)
+                                 for i, members in zip(part.ids, part.lists)).encode("utf-8"))
+            h.update(b"\x1d")
+        return h.hexdigest()[:16]
+
+    def summary(self) -> dict:
+        """JSON-ready description of the lists, for model cards, the corpus page and the CLI."""
+        sizes = self.train.sizes + self.test.sizes
+        return {
+            "kind": "lists",
+            "name": self.name,
+            "source": self.report.source,
+            "target_split": self.target_split,
+            "lists_train": len(self.train),
+            "lists_test": len(self.test),
+            "list_size": [min(sizes), max(sizes)],
+            "split_source": self.report.split_source,
+            "fingerprint": self.fingerprint,
+        }
+
+
+# ---------------------------------------------------------------- list files
+
+
+def _by_lower(names: list[str]) -> dict[str, str]:
+    return {n.lower(): n for n in reversed(names)}
+
+
+def is_list_table(df: pd.DataFrame) -> bool:
+    """True when the table has a list id and a rank column (list_id and rank, or another known pair of names)."""
+    lower = _by_lower([str(c) for c in df.columns])
+    return any(n in lower for n in LIST_ID_NAMES) and any(n in lower for n in RANK_NAMES)
+
+
+def detect_list_columns(df: pd.DataFrame, list_col: str | None = None, rank_col: str | None = None,
+                        text_col: str | None = None, split_col: str | None = None) -> ListColumns:
+    """Explicit names win; otherwise well-known names (case-insensitive)."""
+    names = [str(c) for c in df.columns]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UserError(f"The table has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
+    lower = _by_lower(names)
+
+    def pick(wanted: str | None, known: tuple[str, ...], role: str, taken: set) -> str | None:
+        if wanted:
+            return resolve_column(names, wanted, role)
+        return next((lower[k] for k in known if k in lower and lower[k] not in taken), None)
+
+    list_id = pick(list_col, LIST_ID_NAMES, "list id", set())
+    rank = pick(rank_col, RANK_NAMES, "rank", {list_id})
+    text = pick(text_col, LIST_TEXT_NAMES, "text", {list_id, rank})
+    if list_id is None or rank is None or text is None:
+        raise UserError(f"A list file needs a list_id, a rank and a text column (one row per list member, rank 1 = "
+                        f"the anchor); the columns are: {', '.join(names)}.")
+    split = pick(split_col, SPLIT_NAMES, "split", {list_id, rank, text})
+    return ListColumns(list_id=list_id, rank=rank, text=text, split=split)
+
+
+def _ranks(series: pd.Series, col: str) -> np.ndarray:
+    """Whole numbers >= 1; a missing, fractional, non-finite or non-numeric rank is an error."""
+    if pd.api.types.is_bool_dtype(series):
+        raise UserError(f"Rank column '{col}' holds true/false values; ranks are whole numbers 1..n per list.")
+    bad, out = [], np.zeros(len(series), dtype=np.int64)
+    for i, v in enumerate(series.tolist()):
+        try:
+            number = float(v.strip() if isinstance(v, str) else v)
+        except (TypeError, ValueError):
+            number = math.nan
+        if isinstance(v, bool) or is_missing(v) or not math.isfinite(number) or not number.is_integer() or number < 1:
+            bad.append(repr(v))
+        else:
+            out[i] = int(number)
+    if bad:
+        shown = ", ".join(sorted(set(bad))[:5])
+        raise UserError(f"Rank column '{col}' must hold whole numbers 1..n in every list; found {shown}.")
+    return out
+
+
+def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: list[str] | None = None) -> ListCorpus:
+    """Group the rows into lists ordered by rank, check each, split by list (split column, else seeded 90:10)."""
+    for col in (columns.list_id, columns.rank, columns.text, columns.split):
+        if col is not None and col not in df.columns:
+            raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
+    warnings = list(warnings or [])
+    if df.empty:
+        raise UserError("The list file has no rows.")
+    ids = df[columns.list_id].map(lambda v: "" if is_missing(v) else str(v).strip())
+    if ids.eq("").any():
+        raise UserError(f"{int(ids.eq('').sum())} rows have no list id in column '{columns.list_id}'; every member "
+                        "needs the id of its list.")
+    ranks = _ranks(df[columns.rank], columns.rank)
+    texts = clean_texts(df[columns.text], columns.text)
+    splits = clean_splits(df[columns.split]) if columns.split else None
+    frame = pd.DataFrame({"id": ids.to_numpy(), "rank": ranks, "text": texts.to_numpy()})
+    if splits is not None:
+        frame["split"] = splits.to_numpy()
+
+    codes, order = pd.factorize(frame["id"])  # lists in order of first appearance
+    frame = frame.iloc[np.lexsort((ranks, codes))].reset_index(drop=True)  # by list, then by rank
+    codes = np.sort(codes)
+    sizes = np.bincount(codes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    place = np.arange(len(frame)) - starts[codes] + 1  # 1..n within each list
+    bad = (sizes < MIN_MEMBERS) | (sizes > MAX_MEMBERS)
+    bad[codes[(frame["rank"].to_numpy() != place) | frame["text"].eq("").to_numpy()]] = True
+    if splits is not None:
+        bad |= frame.groupby(codes, sort=True)["split"].nunique().to_numpy() > 1
+    if bad.any():  # the first list at fault, checked on its own for a precise message
+        first = int(np.flatnonzero(bad)[0])
+        _check_list(order[first], frame[codes == first])
+    texts_by_list = np.split(frame["text"].to_numpy(dtype=object), starts[1:])
+    lists = {list_id: members.tolist() for list_id, members in zip(order, texts_by_list)}
+    list_split = dict(zip(order, frame["split"].to_numpy()[starts])) if splits is not None else {}
+    if len(lists) < MIN_LISTS:
+        raise UserError(f"The file holds {len(lists)} lists; provide at least {MIN_LISTS} so some can be held out.")
+    order = list(order)
+    if columns.split:
+        per_list = train_on_validation(np.array([list_split[i] for i in order], dtype=object), columns.split,
+                                       warnings)
+        train, target, target_split, source = split_by_column(per_list, columns.split, warnings, _holdout, "random")
+    else:
+        train, target = _holdout(np.arange(len(order)))
+        target_split, source = "holdout", f"random {split_ratio()} of the lists, seed {SPLIT_SEED}"
+    if not len(train):
+        raise UserError(f"Split column '{columns.split}' leaves no lists to train on; mark some lists 'train'.")
+
+    def part(rows: np.ndarray) -> ListSplit:
+        return ListSplit(ids=[order[i] for i in rows], lists=[lists[order[i]] for i in rows])
+
+    report = ListReport(source="list file", rows_read=len(df), lists_kept=len(lists), skipped=0,
+                        split_source=source, warnings=warnings)
+    return ListCorpus(name=name, train=part(train), test=part(target), target_split=target_split, report=report,
+                      columns=columns)
+
+
+def _check_list(list_id: str, group: pd.DataFrame) -> None:
+    n = len(group)
+    if n < MIN_MEMBERS:
+        raise UserError(f"List '{list_id}' has {n} member{'s' if n != 1 else ''}; a list needs an anchor and at "
+                        f"least two texts to order ({MIN_MEMBERS} rows).")
+    if n > MAX_MEMBERS:
+        raise UserError(f"List '{list_id}' has {n} members; at most {MAX_MEMBERS} are supported.")
+    repeated = sorted(r for r, k in Counter(group["rank"]).items() if k > 1)
+    if repeated:
+        raise UserError(f"List '{list_id}' has duplicate ranks ({', '.join(map(str, repeated))}); each member needs "
+                        "its own rank.")
+    if sorted(group["rank"]) != list(range(1, n + 1)):
+        raise UserError(f"List '{list_id}' has ranks {', '.join(map(str, sorted(group['rank'])))}; the ranks of a "
+                        f"list of {n} must be 1..{n} (1 = the anchor).")
+    if group["text"].eq("").any():
+        raise UserError(f"List '{list_id}' has an empty text at rank {int(group.loc[group['text'].eq(''), 'rank'].min())}; "
+                        "fill it or remove the list.")
+    if "split" in group and group["split"].nunique() > 1:
+        raise UserError(f"List '{list_id}' has members in more than one split ({', '.join(sorted(set(group['split'])))});"
+                        " a list belongs to one split.")
+
+
+def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded random 90:10 split of lists; both halves in file order."""
+    train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED)
+    return np.sort(train), np.sort(held)
+
+
+def load_lists(path: str | Path, list_col: str | None = None, rank_col: str | None = None,
+               text_col: str | None = None, split_col: str | None = None,
+               max_bytes: int = DEFAULT_MAX_BYTES) -> ListCorpus:
+    """Read, detect columns and build in one call, as the CLI does."""
+    path = Path(path)
+    df, warnings = read_file(path, max_bytes)
+    columns = detect_list_columns(df, list_col, rank_col, text_col, split_col)
+    return build_lists(df, columns, name=path.stem, warnings=warnings)
+
+
+# ---------------------------------------------------------------- derived lists
+
+
+def nli_lists(pairs: PairCorpus, seed: int = 0) -> ListCorpus:
+    """Per premise: the premise, one entailment, one neutral and one contradiction hypothesis (the first of each in
+    file order), then a random hypothesis of another premise (seeded); premises lacking a label are skipped."""
+    if pairs.columns.label is None:
+        raise UserError(f"{pairs.name} has no NLI label column, so its pairs give no list order; lists from pairs "
+                        "need entailment / neutral / contradiction labels.")
+    train, skipped_train = _premise_lists(pairs.train, seed)
+    test, skipped_test = _premise_lists(pairs.test, seed + 1)
+    warnings = []
+    if not len(test):
+        raise UserError(f"No premise of the {pairs.target_split} split has an entailment, a neutral and a "
+                        "contradiction hypothesis, so there are no lists to evaluate on.")
+    report = ListReport(source="NLI pairs", rows_read=len(pairs.train) + len(pairs.test),
+                        lists_kept=len(train) + len(test), skipped=skipped_train + skipped_test,
+                        split_source=pairs.report.split_source, warnings=warnings)
+    return ListCorpus(name=pairs.name, train=train, test=test, target_split=pairs.target_split, report=report)
+
+
+def _premise_lists(split: PairSplit, seed: int) -> tuple[ListSplit, int]:
+    by_premise: dict[str, dict[int, str]] = {}
+    for premise, hypothesis, label in zip(split.text1, split.text2, split.labels.tolist()):
+        by_premise.setdefault(premise, {}).setdefault(int(label), hypothesis)
+    complete = [p for p, hyp in by_premise.items() if all(code in hyp for code in range(3))]
+    if len(by_premise) < 2:  # no other premise to draw the last member from
+        return ListSplit(ids=[], lists=[]), len(by_premise)
+    rng = np.random.default_rng(seed)
+    ids, lists = [], []
+    for i, premise in enumerate(complete):
+        row = int(rng.integers(len(split)))
+        while split.text1[row] == premise:  # a hypothesis of this very premise is redrawn
+            row = int(rng.integers(len(split)))
+        other = split.text2[row]
+        hyp = by_premise[premise]
+        ids.append(f"premise-{i}")
+        lists.append([premise, hyp[0], hyp[1], hyp[2], other])
+    return ListSplit(ids=ids, lists=lists), len(by_premise) - len(complete)
+
+
+def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: int = 0,
+                    progress=None) -> ListCorpus:
+    """Per anchor: its `size // 2` nearest same-label texts, then its `size - size // 2` nearest other-label texts,
+    each group nearest first by the reference model's cosine; searched within the anchor's own split. Up to
+    `max_lists` training anchors (seeded sample); every target text is an anchor."""
+    from core.models.encode import encode_cached
+
+    if size < MIN_MEMBERS - 1 or size > MAX_MEMBERS - 1:
+        raise UserError(f"A list needs between {MIN_MEMBERS - 1} and {MAX_MEMBERS - 1} members after its anchor; "
+                        f"got {size}.")
+    n_same = size // 2
+    parts, skipped = [], 0
+    for texts, labels, cap, offset in ((corpus.train_texts, corpus.train_labels, max_lists, 0),
+                                       (corpus.test_texts, corpus.test_labels, None, 1)):
+        emb = encode_cached(reference, texts, progress=progress)
+        part, lost = _neighbour_split(texts, np.asarray(labels), emb, n_same, size - n_same, cap, seed + offset)
+        parts.append(part)
+        skipped += lost
+    if not len(parts[0]) or not len(parts[1]):
+        raise UserError(f"Too few texts per label to form lists of {size} members (each anchor needs {n_same} other "
+                        f"texts of its label and {size - n_same} of other labels in its split); choose a smaller "
+                        "list size.")
+    report = ListReport(source="labelled corpus", rows_read=len(corpus.train_texts) + len(corpus.test_texts),
+                        lists_kept=len(parts[0]) + len(parts[1]), skipped=skipped,
+                        split_source=corpus.report.split_source)
+    return ListCorpus(name=corpus.name, train=parts[0], test=parts[1], target_split=corpus.target_split,
+                      report=report)
+
+
+def _neighbour_split(texts: list[str], labels: np.ndarray, emb: np.ndarray, n_same: int, n_other: int,
+                     cap: int | None, seed: int) -> tuple[ListSplit, int]:
+    import faiss
+
+    emb = np.ascontiguousarray(emb, dtype=np.float32)
+    emb /= np.clip(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12, None)
+    anchors = np.arange(len(texts))
+    if cap is not None and len(anchors) > cap:
+        anchors = np.sort(np.random.default_rng(seed).choice(len(anchors), cap, replace=False))
+    ids, lists, skipped = [], [], 0
+    for cls in np.unique(labels[anchors]):
+        mine = anchors[labels[anchors] == cls]
+        same, other = np.flatnonzero(labels == cls), np.flatnonzero(labels != cls)
+        near_same = _nearest(faiss, emb, mine, same, n_same + 4)  # headroom for the anchor and repeated texts
+        near_other = _nearest(faiss, emb, mine, other, n_other + 4)  # the anchor's text may carry another label
+        for j, anchor in enumerate(mine):
+            first = [i for i in near_same[j] if i >= 0 and texts[i] != texts[anchor]][:n_same]
+            second = [i for i in near_other[j] if i >= 0 and texts[i] != texts[anchor]][:n_other]
+            if len(first) < n_same or len(second) < n_other:
+                skipped += 1
+                continue
+            ids.append(f"anchor-{anchor}")
+            lists.append([texts[anchor], *(texts[i] for i in first), *(texts[i] for i in second)])
+    order = np.argsort([int(i.split("-")[1]) for i in ids], kind="stable")
+    return ListSplit(ids=[ids[i] for i in order], lists=[lists[i] for i in order]), skipped
+
+
+def _nearest(faiss, emb: np.ndarray, queries: np.ndarray, members: np.ndarray, k: int) -> np.ndarray:
+    """Row numbers of each query's k nearest members by cosine, nearest first; -1 where there are fewer."""
+    if not len(members) or k == 0:
+        return np.full((len(queries), max(k, 1)), -1)
+    index = faiss.IndexFlatIP(emb.shape[1])
+    index.add(emb[members])
+    _sims, pos = index.search(emb[queries], min(k, len(members)))
+    return np.where(pos >= 0, members[np.clip(pos, 0, None)], -1)

@@ -1,0 +1,131 @@
+"""ListMLE post-training recipe (docs/definitions.md, ListMLE post-training; seed 003): a model learns the order of
+ranked lists, its target being a frozen teacher's similarities nudged toward each list's order by w.
+
+The lists come from the run's corpus (core.data.lists): a list file as it is, NLI pairs (premise; entailment >
+neutral > contradiction > another premise's hypothesis) or a labelled corpus (same-label neighbours before
+other-label neighbours of the reference model). Their order never comes from the teacher, which would make the
+method self-distillation.
+
+Data, models and the loss are imported inside the functions: the recipe registry is read by the CLI and the pages
+before any training.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.errors import UserError
+from core.training.examples import Progress
+from core.training.params import Param
+from core.training.raoe import teacher_model
+from core.training.recipe import Recipe
+
+TARGETS = ("nudged", "order")
+
+
+def list_needs(cfg, corpus) -> str | None:
+    """A pair corpus gives lists through its NLI labels; the teacher is a model (lists have no score column)."""
+    if corpus.kind == "pairs" and corpus.columns.label is None:
+        return (f"listmle builds lists from a pair corpus's NLI labels (entailment / neutral / contradiction), which "
+                f"{corpus.name} lacks; upload lists (list_id, rank, text) or use a labelled corpus.")
+    if cfg.teacher == "score":
+        return "listmle's teacher is a model: 'reference' or a model name or folder (lists carry no score column)."
+    return None
+
+
+def as_lists(cfg, corpus, reference, progress: Progress | None = None):
+    """The run's corpus as ranked lists: a list corpus as it is, NLI lists of a pair corpus, neighbour lists of a
+    labelled corpus (its train split up to cfg.examples anchors)."""
+    from core.data.lists import neighbour_lists, nli_lists
+
+    if corpus.kind == "lists":
+        return corpus
+    if corpus.kind == "pairs":
+        return nli_lists(corpus, cfg.seed)
+    return neighbour_lists(corpus, reference, cfg.list_size, cfg.examples, cfg.seed, progress)
+
+
+def targets_for(cfg, phi: np.ndarray) -> np.ndarray:
+    """phihat for one list from the teacher's similarities phi (members in list order)."""
+    from core.losses.listmle import nudged_targets, order_targets
+
+    return order_targets(len(phi)) if cfg.target == "order" else nudged_targets(phi, cfg.w)
+
+
+def list_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None = None):
+    """(Dataset with one text column per list member, m0 = the anchor, and label = phihat + mask, stats), the
+    training lists subsampled to cfg.examples (seed)."""
+    from datasets import Dataset
+
+    from core.losses.listmle import pack_label
+    from core.models.encode import encode_cached
+
+    lists = as_lists(cfg, corpus, reference, progress)
+    split = lists.train
+    if not len(split):
+        raise UserError(f"{lists.name} has no training lists; give it a split column with 'train' rows, or drop the "
+                        "split column to hold out 10% of the lists.")
+    rows = np.arange(len(split))
+    if len(rows) > cfg.examples:
+        rows = np.sort(np.random.default_rng(cfg.seed).choice(len(rows), cfg.examples, replace=False))
+    chosen = [split.lists[i] for i in rows]
+    texts = list(dict.fromkeys(t for members in chosen for t in members))
+    emb = encode_cached(teacher_model(cfg, reference), texts, progress=progress)
+    emb = emb / np.clip(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12, None)
+    position = {t: i for i, t in enumerate(texts)}
+    size = max(len(members) for members in chosen)
+    columns: dict[str, list] = {f"m{i}": [] for i in range(size)}
+    columns["label"] = []
+    agree, nudged, preview = 0, 0, None
+    for members in chosen:
+        vectors = emb[[position[t] for t in members]]
+        phi = vectors @ vectors.T
+        targets = targets_for(cfg, phi)
+        agree += bool(np.all(np.diff(phi[0, 1:]) < 0))
+        nudged += bool(np.all(np.diff(targets[0, 1:]) < 0))
+        for i in range(size):
+            columns[f"m{i}"].append(members[i] if i < len(members) else "")
+        columns["label"].append(pack_label(targets, size))
+        if preview is None:
+            preview = list_preview(members, phi, targets)
+    stats = {"format": "ranked lists", "source": lists.report.source, "teacher": cfg.teacher, "target": cfg.target,
+             "examples": len(chosen), "list_size": [min(map(len, chosen)), size],
+             "teacher_in_order": round(agree / len(chosen), 4), "target_in_order": round(nudged / len(chosen), 4),
+             "preview": preview}
+    return Dataset.from_dict(columns), stats
+
+
+def list_preview(members: list[str], phi: np.ndarray, targets: np.ndarray) -> list[dict]:
+    """The anchor's row: each member's list rank, the teacher's cosine and rank, the target and its rank."""
+    others = np.arange(1, len(members))
+    teacher_rank = np.empty(len(others), dtype=int)
+    teacher_rank[np.argsort(-phi[0, others], kind="stable")] = np.arange(2, len(members) + 1)
+    target_rank = np.empty(len(others), dtype=int)
+    target_rank[np.argsort(-targets[0, others], kind="stable")] = np.arange(2, len(members) + 1)
+    return [{"rank": int(k + 1), "text": members[k], "teacher": round(float(phi[0, k]), 4),
+             "teacher_rank": int(teacher_rank[k - 1]), "target": round(float(targets[0, k]), 4),
+             "target_rank": int(target_rank[k - 1])} for k in others]
+
+
+def _loss(model, cfg):
+    from core.losses.listmle import ListMLELoss
+
+    return ListMLELoss(model, tau=cfg.tau)
+
+
+W = Param("w", float, 0.5, "Nudge weight w", "How far the teacher's similarities move toward the list order: "
+          "log(w |gap| + 1); 0 keeps the teacher's own order.", low=0.0, high=100.0, presets=(0.0, 0.25, 0.5, 1.0, 2.0))
+TARGET = Param("target", str, "nudged", "Target order", "'nudged': the teacher's similarities nudged toward the "
+               "list order by w; 'order': the list order alone (ablation).", choices=TARGETS)
+TEACHER = Param("teacher", str, "reference", "Teacher", "The frozen model whose similarities are nudged: "
+                "'reference' (the reference model) or a model name or folder.")
+TAU = Param("tau", float, 0.05, "Temperature tau", "Cosines are divided by tau before ListMLE.", low=0.0,
+            low_open=True, high=10.0, step=0.01)
+LIST_SIZE = Param("list_size", int, 8, "List size", "On a labelled corpus: members after each anchor, its "
+                  "list_size // 2 nearest same-label texts, then its nearest other-label texts.", low=2, high=63)
+
+LISTMLE = [
+    Recipe("listmle", "ListMLE post-training on ranked lists", "ranked lists", _loss, examples=list_examples,
+           knob="w", params=(W, TARGET, TEACHER, TAU, LIST_SIZE), budget={"batch_size": 16},
+           kinds=("lists", "pairs", "labelled"), needs=list_needs, lists=as_lists),
+]

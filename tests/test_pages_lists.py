@@ -1,0 +1,171 @@
+"""List corpora in the app, through AppTest on the tiny model: the Corpus page recognises a pasted list table, shows
+its report and one list, and scores the reference model's ordering; a bad list file is one error line; the Train page
+offers listmle only and previews the first list's targets; the Trade-off page shows a list run's ordering before ->
+after; pages that need labels say so."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.data.corpus import persist_table
+from core.data.kinds import load_any
+from core.data.lists import ListColumns, build_lists
+from core.evaluation.headline import HEADLINE
+from core.evaluation.ordering import evaluate_lists
+from core.runs.store import RunStore
+from core.training.recipes import RECIPES
+from tests.conftest import shared_data
+from ui.corpus_view import LIST_PREVIEW_COLUMNS
+from ui.run_tables import metrics_frame
+
+WORDS = ("cat", "dog", "bird", "fish", "horse", "cow")
+HEADER = "qid,rank,passage,fold"  # detected as list id, rank, text and split
+
+
+def list_table(n: int = 12) -> str:
+    """n lists of 4 or 5 members (anchor first), the last 3 for testing."""
+    lines = [HEADER]
+    for i in range(n):
+        word = WORDS[i % 6]
+        members = [f"the {word} sleeps {i}", f"a {word} sleeps {i}", f"a {word} runs", "a car drives",
+                   f"rain falls {i}"][: 4 + i % 2]
+        lines += [f"q{i},{rank},{text},{'train' if i < n - 3 else 'test'}" for rank, text in enumerate(members, 1)]
+    return "\n".join(lines) + "\n"
+
+
+def paste(app: AppTest, text: str) -> AppTest:
+    app.run()
+    at = app.switch_page("app_pages/1_Corpus.py").run()
+    at.radio(key="corpus_source").set_value("Paste a table").run()
+    return at.text_area(key="corpus_paste").set_value(text).run()
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_pasted_list_table_shows_report_one_list_and_ordering(app, tiny_model):
+    at = paste(app, list_table())
+    no_errors(at)
+    assert at.subheader[0].value == "Validation report · pasted table"
+    assert "**List corpus**: 12 lists, sizes 4–5, list file" in [m.value for m in at.markdown]
+    assert {s.label: s.value for s in at.selectbox}.items() >= {
+        "List id column": "qid", "Rank column": "rank", "Text column": "passage", "Split column": "fold"}.items()
+    cards = {m.label: m.value for m in at.metric}
+    assert (cards["Rows read"], cards["Lists kept"], cards["List sizes"]) == ("54", "12", "4–5")
+    assert (cards["Train lists"], cards["Test lists"]) == ("9", "3")
+    assert "P@16" not in cards
+    assert "9 train and 3 test lists · split: split column 'fold'" in [c.value for c in at.caption]
+    preview = at.dataframe[0].value
+    assert list(preview["rank"]) == [1, 2, 3, 4] and preview["text"][0] == "the cat sleeps 0"
+    at.selectbox(key=next(s.key for s in at.selectbox if s.label == "Preview list")).set_value("q1").run()
+    assert list(at.dataframe[0].value["text"]) == ["the dog sleeps 1", "a dog sleeps 1", "a dog runs",
+                                                   "a car drives", "rain falls 1"]
+    assert "12 lists, sizes 4–5, list file" in [c.value for c in at.sidebar.caption]
+
+    button(at, "Run ordering evaluation").click().run()
+    no_errors(at)
+    df = pd.read_csv(pd.io.common.StringIO(list_table()))
+    expected = evaluate_lists(tiny_model, build_lists(df, ListColumns("qid", "rank", "passage", "fold"), "x"), "m")
+    metric = {m.key: m for m in HEADLINE}
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["Ordering accuracy"] == metric["ordering_accuracy"].text(expected["ordering_accuracy"])
+    assert cards["Kendall tau"] == metric["kendall_tau"].text(expected["kendall_tau"])
+    assert "Run ordering evaluation" not in [b.label for b in at.button]  # scored once per corpus and model
+
+
+def test_bad_list_file_is_one_error_line(app):
+    lines = list_table().splitlines()
+    lines[2] = lines[2].replace("q0,2,", "q0,1,", 1)  # two members of list q0 ranked 1
+    at = paste(app, "\n".join(lines) + "\n")
+    assert not at.exception
+    assert [e.value for e in at.error] == ["List 'q0' has duplicate ranks (1); each member needs its own rank."]
+    assert not at.expander  # a UserError: no traceback details
+    assert not any(m.value.startswith("**List corpus**") for m in at.markdown)  # the previous corpus stays
+
+
+def test_label_pages_say_they_need_a_labelled_corpus(app):
+    at = paste(app, list_table())
+    for page, title in (("app_pages/3_Maps.py", "Maps"), ("app_pages/5_Trade-off.py", "Trade-off")):
+        at.switch_page(page).run()
+        no_errors(at)
+        assert [i.value for i in at.info] == [f"The {title} page needs a labelled corpus (text, label); load one "
+                                              "on the Corpus page."]
+
+
+def test_train_page_offers_listmle_only_and_previews_the_first_list(app):
+    at = paste(app, list_table())
+    at.switch_page("app_pages/2_Train.py").run()
+    no_errors(at)
+    assert at.get("button_group")[0].options == ["Supervised"]
+    assert at.selectbox(key="train:recipe:Supervised:lists").options == [RECIPES["listmle"].title]
+    assert "Lists (N)" in [n.label for n in at.number_input]
+
+    button(at, "Preview examples").click().run()
+    no_errors(at)
+    cards = {m.label: m.value for m in at.metric}
+    assert (cards["Lists used"], cards["List sizes"]) == ("9", "4–5")
+    assert cards["Teacher already in list order"].endswith("%")
+    [frame] = [d.value for d in at.dataframe]  # the list table only, not the m0..mL + label rows
+    assert list(frame.columns) == list(LIST_PREVIEW_COLUMNS.values())
+    assert list(frame["rank"]) == [2, 3, 4] and frame["text"][0] == "a cat sleeps 0"
+    assert sorted(frame["teacher rank"]) == sorted(frame["target rank"]) == [2, 3, 4]
+    assert any("nudged toward the list order by log(w·|gap| + 1)" in c.value for c in at.caption)
+
+
+def test_train_page_previews_nli_lists_of_real_snli_pairs(app):
+    lines = shared_data("snli.csv").read_text(encoding="utf-8").splitlines()
+    validation = [line for line in lines[1:] if line.endswith(",validation")][:150]
+    test = [line for line in lines[1:] if line.endswith(",test")][:60]
+    at = paste(app, "\n".join([lines[0], *validation, *test]) + "\n")
+    no_errors(at)  # no train rows: the validation pairs train (a warning says so)
+    at.switch_page("app_pages/2_Train.py").run()
+    recipes = at.selectbox(key="train:recipe:Supervised:pairs")
+    assert {RECIPES["listmle"].title, RECIPES["raoe"].title} <= set(recipes.options)
+    recipes.set_value("listmle").run()
+    button(at, "Preview examples").click().run()
+    no_errors(at)
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["List sizes"] == "5" and int(cards["Lists used"]) > 10
+    assert len(at.dataframe) == 1 and list(at.dataframe[0].value["rank"]) == [2, 3, 4, 5]
+
+
+def test_tradeoff_shows_a_list_runs_ordering_before_and_after(app):
+    runs = RunStore()
+    listed = runs.create("train", {"recipe": "listmle", "corpus": "x"})
+    runs.set_metrics_before(listed, {"ordering_accuracy": 0.4, "kendall_tau": 0.1, "n_lists": 3})
+    runs.mark_done(listed, metrics_after={"ordering_accuracy": 0.6, "kendall_tau": 0.35, "n_lists": 3})
+    sts = runs.create("train", {"recipe": "raoe", "corpus": "y"})
+    runs.set_metrics_before(sts, {"sts_spearman": 40.0})
+    runs.mark_done(sts, metrics_after={"sts_spearman": 50.0})
+    at = paste(app, list_table())
+    at.switch_page("app_pages/5_Trade-off.py").run()
+    no_errors(at)
+    assert [s.value for s in at.subheader] == ["STS Spearman", "List ordering"]
+    table = at.dataframe[-1].value
+    assert list(table["run"]) == [listed]
+    assert table["Ordering accuracy"][0] == "40.0% → 60.0% (+20.0%)"
+    assert table["Kendall tau"][0] == "0.100 → 0.350 (+0.250)"
+    assert at.info[-1].value.startswith("The Trade-off page needs a labelled corpus")
+
+    at.switch_page("app_pages/7_Runs.py").run()
+    no_errors(at)
+    assert "Compare two runs" in [s.value for s in at.subheader]
+    frame = metrics_frame([runs.get(listed)])  # the comparison table of the Runs page
+    assert frame.loc["Ordering accuracy"].tolist() == pytest.approx([40.0, 60.0])
+    assert frame.loc["Kendall tau"].tolist() == pytest.approx([0.1, 0.35])
+
+
+def test_persisted_list_table_loads_as_the_same_lists():
+    df = pd.read_csv(pd.io.common.StringIO(list_table()))
+    shown = build_lists(df, ListColumns("qid", "rank", "passage", "fold"), name="pasted")
+    path = persist_table(df, {"list_id": "qid", "rank": "rank", "text": "passage", "split": "fold"})
+    loaded = load_any(path, split_col="split")
+    assert loaded.kind == "lists" and loaded.fingerprint == shown.fingerprint
