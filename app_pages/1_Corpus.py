@@ -94,62 +94,52 @@ def choose_columns(table: Table) -> tuple[Columns, bool] | None:
     return Columns(text=text, label=label, split=None if split == NO_SPLIT else split), dedupe
 
 
-def choose_pair_columns(table: Table) -> tuple[PairColumns, bool] | None:
-    """Pickers for a pair table, pre-filled with what detect_pair_columns finds; None until the mapping is usable.
-    Pairs that repeat are kept (the report counts them), so duplicates are never dropped."""
+def pick_roles(table: Table, detect, roles: dict[str, tuple[str, bool]], none: str) -> dict | None:
+    """One picker per role (title, required), pre-filled with what `detect` finds; the picks (None for an optional
+    role left at `none`), or None with a line saying why until the required roles have distinct columns."""
     names = [str(c) for c in table.df.columns]
     try:
-        detected = detect_pair_columns(table.df)
+        detected = detect(table.df)
     except UserError as exc:
         detected = None
         st.info(f"{exc} Pick them below.")
     picked = {}
-    for box, role in zip(st.columns(5), ("text1", "text2", "score", "label", "split")):
-        required = role in ("text1", "text2")
-        options = names if required else [NO_COLUMN, *names]
-        index = _index(options, getattr(detected, role) if detected else None)
-        value = box.selectbox(f"{role.capitalize()} column", options, index=index if required else index or 0,
-                              key=f"{role}_col:{table.key}", persist_state="session", placeholder="Pick a column")
-        picked[role] = None if value == NO_COLUMN else value
-    if picked["text1"] is None or picked["text2"] is None:
-        st.info("Pick the text1 and the text2 column.")
-        return None
-    if picked["score"] is None and picked["label"] is None:
-        st.info("Pick a score column, a label column or both.")
-        return None
-    chosen = [c for c in picked.values() if c is not None]
-    if len(set(chosen)) < len(chosen):
-        st.error("Each role needs a different column.")
-        return None
-    return PairColumns(**picked), False
-
-
-def choose_list_columns(table: Table) -> tuple[ListColumns, bool] | None:
-    """Pickers for a list table, pre-filled with what detect_list_columns finds; None until the mapping is usable.
-    A list holds its members once each, so duplicates are never dropped."""
-    names = [str(c) for c in table.df.columns]
-    try:
-        detected = detect_list_columns(table.df)
-    except UserError as exc:
-        detected = None
-        st.info(f"{exc} Pick them below.")
-    picked = {}
-    for box, role, title in zip(st.columns(4), ("list_id", "rank", "text", "split"),
-                                ("List id column", "Rank column", "Text column", "Split column")):
-        required = role != "split"
-        options = names if required else [NO_SPLIT, *names]
+    for box, (role, (title, required)) in zip(st.columns(len(roles)), roles.items()):
+        options = names if required else [none, *names]
         index = _index(options, getattr(detected, role) if detected else None)
         value = box.selectbox(title, options, index=index if required else index or 0,
                               key=f"{role}_col:{table.key}", persist_state="session", placeholder="Pick a column")
-        picked[role] = None if value == NO_SPLIT else value
-    if None in (picked["list_id"], picked["rank"], picked["text"]):
-        st.info("Pick the list id, the rank and the text column.")
+        picked[role] = None if value == none else value
+    missing = [title.lower() for role, (title, required) in roles.items() if required and picked[role] is None]
+    if missing:
+        st.info(f"Pick the {' and the '.join(missing)}.")
         return None
     chosen = [c for c in picked.values() if c is not None]
     if len(set(chosen)) < len(chosen):
         st.error("Each role needs a different column.")
         return None
-    return ListColumns(**picked), False
+    return picked
+
+
+def choose_pair_columns(table: Table) -> tuple[PairColumns, bool] | None:
+    """Pickers for a pair table; None until the mapping is usable. Pairs that repeat are kept (the report counts
+    them), so duplicates are never dropped."""
+    roles = {"text1": ("Text1 column", True), "text2": ("Text2 column", True), "score": ("Score column", False),
+             "label": ("Label column", False), "split": ("Split column", False)}
+    picked = pick_roles(table, detect_pair_columns, roles, NO_COLUMN)
+    if picked is not None and picked["score"] is None and picked["label"] is None:
+        st.info("Pick a score column, a label column or both.")
+        return None
+    return None if picked is None else (PairColumns(**picked), False)
+
+
+def choose_list_columns(table: Table) -> tuple[ListColumns, bool] | None:
+    """Pickers for a list table; None until the mapping is usable. A list holds its members once each, so
+    duplicates are never dropped."""
+    roles = {"list_id": ("List id column", True), "rank": ("Rank column", True), "text": ("Text column", True),
+             "split": ("Split column", False)}
+    picked = pick_roles(table, detect_list_columns, roles, NO_SPLIT)
+    return None if picked is None else (ListColumns(**picked), False)
 
 
 COLUMN_CHOICE = {"labelled": choose_columns, "pairs": choose_pair_columns, "lists": choose_list_columns}

@@ -54,3 +54,20 @@ def app(monkeypatch, tiny_model_dir) -> AppTest:
     """The whole app (router, state, sidebar) on the tiny model, not yet run; pages via at.switch_page(...)."""
     monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
     return AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT_S)
+
+
+def paste_table(app: AppTest, text: str) -> AppTest:
+    """Run the app, open the Corpus page and paste `text` as the corpus table."""
+    app.run()
+    at = app.switch_page("app_pages/1_Corpus.py").run()
+    at.radio(key="corpus_source").set_value("Paste a table").run()
+    return at.text_area(key="corpus_paste").set_value(text).run()
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]

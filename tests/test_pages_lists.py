@@ -1,14 +1,19 @@
 """List corpora in the app, through AppTest on the tiny model: the Corpus page recognises a pasted list table, shows
 its report and one list, and scores the reference model's ordering; a bad list file is one error line; the Train page
 offers listmle only and previews the first list's targets; the Trade-off page shows a list run's ordering before ->
-after; pages that need labels say so."""
+after; a list run started on the Train page shows its ordering on the Runs page and exports; pages that need
+labels say so."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
 
+import core.jobs.launch
+import core.jobs.worker
 from core.data.corpus import persist_table
 from core.data.kinds import load_any
 from core.data.lists import ListColumns, build_lists
@@ -16,7 +21,7 @@ from core.evaluation.headline import HEADLINE
 from core.evaluation.ordering import evaluate_lists
 from core.runs.store import RunStore
 from core.training.recipes import RECIPES
-from tests.conftest import shared_data
+from tests.conftest import button, no_errors, paste_table, shared_data
 from ui.corpus_view import LIST_PREVIEW_COLUMNS
 from ui.run_tables import metrics_frame
 
@@ -35,24 +40,8 @@ def list_table(n: int = 12) -> str:
     return "\n".join(lines) + "\n"
 
 
-def paste(app: AppTest, text: str) -> AppTest:
-    app.run()
-    at = app.switch_page("app_pages/1_Corpus.py").run()
-    at.radio(key="corpus_source").set_value("Paste a table").run()
-    return at.text_area(key="corpus_paste").set_value(text).run()
-
-
-def button(at: AppTest, label: str):
-    return next(b for b in at.button if b.label == label)
-
-
-def no_errors(at: AppTest) -> None:
-    assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
-
-
 def test_pasted_list_table_shows_report_one_list_and_ordering(app, tiny_model):
-    at = paste(app, list_table())
+    at = paste_table(app, list_table())
     no_errors(at)
     assert at.subheader[0].value == "Validation report · pasted table"
     assert "**List corpus**: 12 lists, sizes 4–5, list file" in [m.value for m in at.markdown]
@@ -84,7 +73,7 @@ def test_pasted_list_table_shows_report_one_list_and_ordering(app, tiny_model):
 def test_bad_list_file_is_one_error_line(app):
     lines = list_table().splitlines()
     lines[2] = lines[2].replace("q0,2,", "q0,1,", 1)  # two members of list q0 ranked 1
-    at = paste(app, "\n".join(lines) + "\n")
+    at = paste_table(app, "\n".join(lines) + "\n")
     assert not at.exception
     assert [e.value for e in at.error] == ["List 'q0' has duplicate ranks (1); each member needs its own rank."]
     assert not at.expander  # a UserError: no traceback details
@@ -92,7 +81,7 @@ def test_bad_list_file_is_one_error_line(app):
 
 
 def test_label_pages_say_they_need_a_labelled_corpus(app):
-    at = paste(app, list_table())
+    at = paste_table(app, list_table())
     for page, title in (("app_pages/3_Maps.py", "Maps"), ("app_pages/5_Trade-off.py", "Trade-off")):
         at.switch_page(page).run()
         no_errors(at)
@@ -101,7 +90,7 @@ def test_label_pages_say_they_need_a_labelled_corpus(app):
 
 
 def test_train_page_offers_listmle_only_and_previews_the_first_list(app):
-    at = paste(app, list_table())
+    at = paste_table(app, list_table())
     at.switch_page("app_pages/2_Train.py").run()
     no_errors(at)
     assert at.get("button_group")[0].options == ["Supervised"]
@@ -124,7 +113,7 @@ def test_train_page_previews_nli_lists_of_real_snli_pairs(app):
     lines = shared_data("snli.csv").read_text(encoding="utf-8").splitlines()
     validation = [line for line in lines[1:] if line.endswith(",validation")][:150]
     test = [line for line in lines[1:] if line.endswith(",test")][:60]
-    at = paste(app, "\n".join([lines[0], *validation, *test]) + "\n")
+    at = paste_table(app, "\n".join([lines[0], *validation, *test]) + "\n")
     no_errors(at)  # no train rows: the validation pairs train (a warning says so)
     at.switch_page("app_pages/2_Train.py").run()
     recipes = at.selectbox(key="train:recipe:Supervised:pairs")
@@ -145,7 +134,7 @@ def test_tradeoff_shows_a_list_runs_ordering_before_and_after(app):
     sts = runs.create("train", {"recipe": "raoe", "corpus": "y"})
     runs.set_metrics_before(sts, {"sts_spearman": 40.0})
     runs.mark_done(sts, metrics_after={"sts_spearman": 50.0})
-    at = paste(app, list_table())
+    at = paste_table(app, list_table())
     at.switch_page("app_pages/5_Trade-off.py").run()
     no_errors(at)
     assert [s.value for s in at.subheader] == ["STS Spearman", "List ordering"]
@@ -169,3 +158,29 @@ def test_persisted_list_table_loads_as_the_same_lists():
     path = persist_table(df, {"list_id": "qid", "rank": "rank", "text": "passage", "split": "fold"})
     loaded = load_any(path, split_col="split")
     assert loaded.kind == "lists" and loaded.fingerprint == shown.fingerprint
+
+
+def test_a_list_run_started_on_the_train_page_shows_ordering_on_runs_and_exports(app, monkeypatch):
+    monkeypatch.setattr(core.jobs.launch, "start",  # the job runs to its end in this process
+                        lambda store, run_id: core.jobs.worker.execute(store, run_id) or os.getpid())
+    at = paste_table(app, list_table())
+    at.switch_page("app_pages/2_Train.py").run()
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = RunStore().list()
+    assert run.status == "done" and run.config["recipe"] == "listmle"
+    cards = {m.label: m for m in at.metric}
+    assert {"Ordering accuracy", "Kendall tau"} <= cards.keys() and "P@16" not in cards
+    assert cards["Kendall tau"].delta.startswith(("+", "-"))
+
+    at.switch_page("app_pages/7_Runs.py").run()
+    no_errors(at)
+    table = at.dataframe[0].value.set_index("run")
+    assert table.loc[run.id, "Kendall tau"] == pytest.approx(run.metrics_after["kendall_tau"])
+    assert "P@k" not in table.columns  # no run here reports it
+    button(at, "Export").click().run()
+    no_errors(at)
+    [export] = (Path(os.environ["CONTRASTLAB_HOME"]) / "exports").iterdir()
+    assert {"model.zip", "embeddings.parquet", "config.yaml"} <= {p.name for p in export.iterdir()}
+    embedded = pd.read_parquet(export / "embeddings.parquet")
+    assert set(embedded["split"]) == {"test"} and "a car drives" in set(embedded["text"])

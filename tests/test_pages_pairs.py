@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
 
 import core.jobs.launch
 import core.jobs.worker
@@ -20,7 +19,7 @@ from core.data.kinds import load_any
 from core.data.pairs import PairColumns, build_pairs
 from core.runs.store import RunStore
 from core.training.recipes import RECIPES
-from tests.conftest import shared_data
+from tests.conftest import button, no_errors, paste_table, shared_data
 
 WORDS = ("cat", "dog", "bird", "fish", "horse", "cow")
 
@@ -41,25 +40,8 @@ def pasted(text: str) -> str:
     return text.replace("sent_a,sent_b,sim,nli,part", "text1,text2,score,label,split", 1)
 
 
-
-def paste_pairs(app: AppTest, text: str) -> AppTest:
-    app.run()
-    at = app.switch_page("app_pages/1_Corpus.py").run()
-    at.radio(key="corpus_source").set_value("Paste a table").run()
-    return at.text_area(key="corpus_paste").set_value(text).run()
-
-
-def button(at: AppTest, label: str):
-    return next(b for b in at.button if b.label == label)
-
-
-def no_errors(at: AppTest) -> None:
-    assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
-
-
 def test_pasted_pair_table_shows_pair_report_and_sts_score(app):
-    at = paste_pairs(app, pasted(pair_table()))
+    at = paste_table(app, pasted(pair_table()))
     no_errors(at)
     assert at.subheader[0].value == "Validation report · pasted table"
     markdown = [m.value for m in at.markdown]
@@ -84,7 +66,7 @@ def test_pasted_pair_table_shows_pair_report_and_sts_score(app):
 
 def test_pair_table_without_scores_says_sts_needs_them(app):
     rows = [",".join(line.split(",")[:2] + line.split(",")[3:]) for line in pasted(pair_table()).splitlines()]
-    at = paste_pairs(app, "\n".join(rows) + "\n")  # the score column left out
+    at = paste_table(app, "\n".join(rows) + "\n")  # the score column left out
     no_errors(at)
     assert any(m.value.startswith("**Pair corpus**: 40 pairs, labels entailment") for m in at.markdown)
     assert "Run STS evaluation" not in [b.label for b in at.button]
@@ -92,7 +74,7 @@ def test_pair_table_without_scores_says_sts_needs_them(app):
 
 
 def test_maps_and_tradeoff_pages_need_labels(app):
-    at = paste_pairs(app, pasted(pair_table()))
+    at = paste_table(app, pasted(pair_table()))
     for page, title in (("app_pages/3_Maps.py", "Maps"), ("app_pages/5_Trade-off.py", "Trade-off"),
                         ("app_pages/4_Layers.py", "Layers"), ("app_pages/6_Attention.py", "Attention")):
         at.switch_page(page).run()
@@ -104,7 +86,7 @@ def test_maps_and_tradeoff_pages_need_labels(app):
 def test_train_page_offers_pair_recipes_and_starts_a_run(app, monkeypatch):
     monkeypatch.setattr(core.jobs.launch, "start",
                         lambda store, run_id: core.jobs.worker.execute(store, run_id) or os.getpid())
-    at = paste_pairs(app, pasted(pair_table()))
+    at = paste_table(app, pasted(pair_table()))
     at.switch_page("app_pages/2_Train.py").run()
     no_errors(at)
     assert at.get("button_group")[0].options == ["Supervised"]  # no self-supervised recipe trains on pairs
@@ -171,6 +153,6 @@ def test_metric_changes_lists_only_finished_runs_with_sts(tmp_path):
 def test_real_sts_benchmark_is_recognised_as_pairs(app):
     text = shared_data("stsb.csv").read_text(encoding="utf-8")
     lines = text.splitlines()
-    at = paste_pairs(app, "\n".join(lines[:200]) + "\n")
+    at = paste_table(app, "\n".join(lines[:200]) + "\n")
     no_errors(at)
     assert any(m.value.startswith("**Pair corpus**: ") for m in at.markdown)

@@ -18,10 +18,9 @@ from core.data.corpus import Columns, demo_corpus_path, load_corpus, persist_tab
 from core.runs.store import RunStore
 from core.training.config import TrainConfig
 from core.training.recipes import RECIPES
-from tests.conftest import APP, APP_TIMEOUT_S
+from tests.conftest import APP, APP_TIMEOUT_S, button, no_errors
 
 TINY_RUN = {"train:examples": 48, "train:batch:sup": 16}
-
 
 
 def open_page(at: AppTest, page: str) -> AppTest:
@@ -46,17 +45,8 @@ def idle_worker(monkeypatch):
     monkeypatch.setattr(core.jobs.launch, "start", lambda store, run_id: 0)
 
 
-def button(at: AppTest, label: str):
-    return next(b for b in at.button if b.label == label)
-
-
 def metrics(at: AppTest) -> dict:
     return {m.label: m for m in at.metric}
-
-
-def no_errors(at: AppTest) -> None:
-    assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
 
 
 def store() -> RunStore:

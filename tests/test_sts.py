@@ -112,3 +112,16 @@ def test_minilm_on_stsb_test_matches_published():
 
     value = sts_spearman(load_model(None, device="cpu"), load_pairs(shared_data("stsb.csv")))
     assert 80 <= value <= 84
+
+
+def test_a_pair_run_trains_and_exports_the_target_pairs_embeddings(tiny_model_dir, tmp_path, capsys):
+    path = tmp_path / "pairs.csv"
+    pair_table(n_train=20).to_csv(path, index=False)
+    out_dir = tmp_path / "out"
+    assert main(["train", str(path), "--recipe", "cosent", "--model", str(tiny_model_dir), "--examples", "20",
+                 "--batch-size", "10", "--out", str(out_dir), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "done" and result["after"]["sts_spearman"] is not None
+    embedded = pd.read_parquet(next(out_dir.iterdir()) / "embeddings.parquet")
+    target = load_pairs(path).test
+    assert set(embedded["text"]) == set(target.text1) | set(target.text2) and set(embedded["split"]) == {"test"}

@@ -202,7 +202,7 @@ def _parse_delimited(text: str, source: str, sep: str | None) -> pd.DataFrame:
     try:
         # pandas renames a repeated header name ("text", "text.1"), so repeats are caught on the raw header row
         header = next((row for row in csv.reader(io.StringIO(text), delimiter=sep) if any(c.strip() for c in row)), [])
-        _check_unique_names([c.strip() for c in header], source)
+        check_unique_names([c.strip() for c in header], source)
         # Only empty cells are missing: a text reading "NA" or "null" is still a text.
         return pd.read_csv(io.StringIO(text), sep=sep, keep_default_na=False, na_values=[""], low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, csv.Error) as exc:
@@ -247,7 +247,13 @@ def _parse_parquet(data: bytes, filename: str) -> pd.DataFrame:
         raise UserError(f"Could not read {filename} as Parquet ({str(exc).splitlines()[0]}); re-export the file.") from None
 
 
-def _check_unique_names(names: list[str], source: str) -> None:
+def names_by_lower(names: list[str]) -> dict[str, str]:
+    """Lower-cased column name -> the name as written (the first one where several differ only in case)."""
+    return {n.lower(): n for n in reversed(names)}
+
+
+def check_unique_names(names: list[str], source: str = "The table") -> None:
+    """One line naming the repeated column names; shared by every corpus kind."""
     dupes = sorted({c for c in names if names.count(c) > 1})
     if dupes:
         raise UserError(f"{source} has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
@@ -256,7 +262,7 @@ def _check_unique_names(names: list[str], source: str) -> None:
 def _tidy(df: pd.DataFrame, source: str) -> pd.DataFrame:
     """Column names as stripped strings; a table without rows is an error, not an empty corpus."""
     df = df.rename(columns=lambda c: str(c).strip())
-    _check_unique_names(list(df.columns), source)
+    check_unique_names(list(df.columns), source)
     if len(df.columns) == 0 or len(df) == 0:
         raise UserError(f"{source} has no data rows; it needs a header row followed by one row per text.")
     return df

@@ -31,9 +31,11 @@ from core.data.corpus import (
     SPLIT_NAMES,
     SPLIT_SEED,
     Corpus,
+    check_unique_names,
     clean_splits,
     clean_texts,
     is_missing,
+    names_by_lower,
     read_file,
     resolve_column,
     split_by_column,
@@ -80,7 +82,7 @@ class ListReport:
     source: str  # "list file", "NLI pairs" or "labelled corpus"
     rows_read: int
     lists_kept: int
-    skipped: int  # groups that could not form a full list (an NLI premise lacking a label, an anchor lacking neighbours)
+    skipped: int  # groups that could not form a list (an NLI premise lacking a label, an anchor lacking neighbours)
     split_source: str
     warnings: list[str] = field(default_factory=list)
 
@@ -129,13 +131,9 @@ class ListCorpus:
 # ---------------------------------------------------------------- list files
 
 
-def _by_lower(names: list[str]) -> dict[str, str]:
-    return {n.lower(): n for n in reversed(names)}
-
-
 def is_list_table(df: pd.DataFrame) -> bool:
     """True when the table has a list id and a rank column (list_id and rank, or another known pair of names)."""
-    lower = _by_lower([str(c) for c in df.columns])
+    lower = names_by_lower([str(c) for c in df.columns])
     return any(n in lower for n in LIST_ID_NAMES) and any(n in lower for n in RANK_NAMES)
 
 
@@ -143,10 +141,8 @@ def detect_list_columns(df: pd.DataFrame, list_col: str | None = None, rank_col:
                         text_col: str | None = None, split_col: str | None = None) -> ListColumns:
     """Explicit names win; otherwise well-known names (case-insensitive)."""
     names = [str(c) for c in df.columns]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise UserError(f"The table has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
-    lower = _by_lower(names)
+    check_unique_names(names)
+    lower = names_by_lower(names)
 
     def pick(wanted: str | None, known: tuple[str, ...], role: str, taken: set) -> str | None:
         if wanted:
@@ -254,12 +250,12 @@ def _check_list(list_id: str, group: pd.DataFrame) -> None:
     if sorted(group["rank"]) != list(range(1, n + 1)):
         raise UserError(f"List '{list_id}' has ranks {', '.join(map(str, sorted(group['rank'])))}; the ranks of a "
                         f"list of {n} must be 1..{n} (1 = the anchor).")
-    if group["text"].eq("").any():
-        raise UserError(f"List '{list_id}' has an empty text at rank {int(group.loc[group['text'].eq(''), 'rank'].min())}; "
-                        "fill it or remove the list.")
+    empty = group.loc[group["text"].eq(""), "rank"]
+    if len(empty):
+        raise UserError(f"List '{list_id}' has an empty text at rank {int(empty.min())}; fill it or remove the list.")
     if "split" in group and group["split"].nunique() > 1:
-        raise UserError(f"List '{list_id}' has members in more than one split ({', '.join(sorted(set(group['split'])))});"
-                        " a list belongs to one split.")
+        splits = ", ".join(sorted(set(group["split"])))
+        raise UserError(f"List '{list_id}' has members in more than one split ({splits}); a list belongs to one split.")
 
 
 def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -289,13 +285,12 @@ def nli_lists(pairs: PairCorpus, seed: int = 0) -> ListCorpus:
                         "need entailment / neutral / contradiction labels.")
     train, skipped_train = _premise_lists(pairs.train, seed)
     test, skipped_test = _premise_lists(pairs.test, seed + 1)
-    warnings = []
     if not len(test):
         raise UserError(f"No premise of the {pairs.target_split} split has an entailment, a neutral and a "
                         "contradiction hypothesis, so there are no lists to evaluate on.")
     report = ListReport(source="NLI pairs", rows_read=len(pairs.train) + len(pairs.test),
                         lists_kept=len(train) + len(test), skipped=skipped_train + skipped_test,
-                        split_source=pairs.report.split_source, warnings=warnings)
+                        split_source=pairs.report.split_source, warnings=list(pairs.report.warnings))
     return ListCorpus(name=pairs.name, train=train, test=test, target_split=pairs.target_split, report=report)
 
 

@@ -25,9 +25,11 @@ from core.data.corpus import (
     SPLIT_NAMES,
     SPLIT_SEED,
     VALIDATION_NAMES,
+    check_unique_names,
     clean_splits,
     clean_texts,
     is_missing,
+    names_by_lower,
     read_file,
     resolve_column,
     split_by_column,
@@ -130,13 +132,9 @@ class PairCorpus:
 # ---------------------------------------------------------------- columns
 
 
-def _by_lower(names: list[str]) -> dict[str, str]:
-    return {n.lower(): n for n in reversed(names)}
-
-
 def is_pair_table(df: pd.DataFrame) -> bool:
     """True when the table has a text1 and a text2 column (or sentence1 and sentence2), in any case."""
-    lower = _by_lower([str(c) for c in df.columns])
+    lower = names_by_lower([str(c) for c in df.columns])
     return any(a in lower and b in lower for a, b in TEXT_PAIR_NAMES)
 
 
@@ -145,8 +143,8 @@ def detect_pair_columns(df: pd.DataFrame, text1_col: str | None = None, text2_co
                         split_col: str | None = None) -> PairColumns:
     """Explicit names win; otherwise well-known names (case-insensitive)."""
     names = [str(c) for c in df.columns]
-    _check_unique(names)
-    lower = _by_lower(names)
+    check_unique_names(names)
+    lower = names_by_lower(names)
     text1 = resolve_column(names, text1_col, "text1") if text1_col else None
     text2 = resolve_column(names, text2_col, "text2") if text2_col else None
     if text1 is None or text2 is None:
@@ -174,18 +172,12 @@ def _first(lower: dict[str, str], known: tuple[str, ...], taken: set) -> str | N
     return next((lower[k] for k in known if k in lower and lower[k] not in taken), None)
 
 
-def _check_unique(names: list[str]) -> None:
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise UserError(f"The table has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
-
-
 # ---------------------------------------------------------------- cleaning and splitting
 
 
 def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: list[str] | None = None) -> PairCorpus:
     """Clean the rows, count what was dropped, encode scores and labels, split train / target deterministically."""
-    _check_unique([str(c) for c in df.columns])
+    check_unique_names([str(c) for c in df.columns])
     for col in (columns.text1, columns.text2, columns.score, columns.label, columns.split):
         if col is not None and col not in df.columns:
             raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")

@@ -217,7 +217,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
 
     t1 = time.monotonic()
     phase("preparing examples")
-    dataset, example_stats = recipe.build_examples(cfg, lists or corpus, reference,
+    dataset, example_stats = recipe.build_examples(cfg, corpus if lists is None else lists, reference,
                                                    progress=lambda d, t: reporter.progress(phase="examples: encoding",
                                                                                            step=d, total=t))
     reporter.progress(example_stats=example_stats)
