@@ -417,6 +417,15 @@ def test_neighbour_lists_put_same_label_texts_before_other_label_texts(tiny_mode
     assert neighbour_lists(corpus, tiny_model, size=5, max_lists=10, seed=1).train.ids != lists.train.ids
 
 
+def test_neighbour_lists_search_only_the_given_train_rows(tiny_model):
+    corpus = labelled()
+    rows = np.arange(0, 30, 2)  # half the train split, every label in it
+    lists = neighbour_lists(corpus, tiny_model, size=2, max_lists=100, seed=0, train_rows=rows)
+    sample = {corpus.train_texts[i] for i in rows}
+    assert len(lists.train) == len(rows) and all(set(m) <= sample for m in lists.train.lists)
+    assert {m[0] for m in lists.test.lists} == set(corpus.test_texts)  # the targets are not sampled
+
+
 def test_neighbour_lists_refuse_sizes_that_cannot_be_filled(tiny_model):
     corpus = labelled()
     one_line_error("between 2 and 63 members", neighbour_lists, corpus, tiny_model, size=64, max_lists=10)

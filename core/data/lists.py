@@ -314,11 +314,12 @@ def _premise_lists(split: PairSplit, seed: int) -> tuple[ListSplit, int]:
     return ListSplit(ids=ids, lists=lists), len(by_premise) - len(complete)
 
 
-def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: int = 0,
-                    progress=None) -> ListCorpus:
+def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: int = 0, progress=None,
+                    train_rows: np.ndarray | None = None) -> ListCorpus:
     """Per anchor: its `size // 2` nearest same-label texts, then its `size - size // 2` nearest other-label texts,
-    each group nearest first by the reference model's cosine; searched within the anchor's own split. Up to
-    `max_lists` training anchors (seeded sample); every target text is an anchor."""
+    each group nearest first by the reference model's cosine; searched within the anchor's own split (the train
+    split's `train_rows` when given: the sample the evaluation already encodes). Up to `max_lists` training anchors
+    (seeded sample); every target text is an anchor."""
     from core.models.encode import encode_cached
 
     if size < MIN_MEMBERS - 1 or size > MAX_MEMBERS - 1:
@@ -326,8 +327,9 @@ def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: 
                         f"got {size}.")
     n_same = size // 2
     parts, skipped = [], 0
-    for texts, labels, cap, offset in ((corpus.train_texts, corpus.train_labels, max_lists, 0),
-                                       (corpus.test_texts, corpus.test_labels, None, 1)):
+    rows = np.arange(len(corpus.train_texts)) if train_rows is None else np.asarray(train_rows)
+    train = ([corpus.train_texts[i] for i in rows], np.asarray(corpus.train_labels)[rows])
+    for texts, labels, cap, offset in ((*train, max_lists, 0), (corpus.test_texts, corpus.test_labels, None, 1)):
         emb = encode_cached(reference, texts, progress=progress)
         part, lost = _neighbour_split(texts, np.asarray(labels), emb, n_same, size - n_same, cap, seed + offset)
         parts.append(part)

@@ -35,14 +35,16 @@ def list_needs(cfg, corpus) -> str | None:
 
 def as_lists(cfg, corpus, reference, progress: Progress | None = None):
     """The run's corpus as ranked lists: a list corpus as it is, NLI lists of a pair corpus, neighbour lists of a
-    labelled corpus (its train split up to cfg.examples anchors)."""
+    labelled corpus (up to cfg.examples anchors from the train sample the evaluation encodes)."""
     from core.data.lists import neighbour_lists, nli_lists
+    from core.evaluation.evaluate import EvalSettings, eval_sets
 
     if corpus.kind == "lists":
         return corpus
     if corpus.kind == "pairs":
         return nli_lists(corpus, cfg.seed)
-    return neighbour_lists(corpus, reference, cfg.list_size, cfg.examples, cfg.seed, progress)
+    sample = eval_sets(corpus, EvalSettings()).train_rows  # as mining: the evaluation's cached train encodings
+    return neighbour_lists(corpus, reference, cfg.list_size, cfg.examples, cfg.seed, progress, train_rows=sample)
 
 
 def targets_for(cfg, phi: np.ndarray) -> np.ndarray:
