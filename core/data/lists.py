@@ -347,10 +347,9 @@ def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: 
 
 def _neighbour_split(texts: list[str], labels: np.ndarray, emb: np.ndarray, n_same: int, n_other: int,
                      cap: int | None, seed: int) -> tuple[ListSplit, int]:
-    import faiss
+    from core.data.mining import search_within, unit_rows  # FAISS: only when lists are built
 
-    emb = np.ascontiguousarray(emb, dtype=np.float32)
-    emb /= np.clip(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12, None)
+    emb = unit_rows(emb)
     anchors = np.arange(len(texts))
     if cap is not None and len(anchors) > cap:
         anchors = np.sort(np.random.default_rng(seed).choice(len(anchors), cap, replace=False))
@@ -358,8 +357,8 @@ def _neighbour_split(texts: list[str], labels: np.ndarray, emb: np.ndarray, n_sa
     for cls in np.unique(labels[anchors]):
         mine = anchors[labels[anchors] == cls]
         same, other = np.flatnonzero(labels == cls), np.flatnonzero(labels != cls)
-        near_same = _nearest(faiss, emb, mine, same, n_same + 4)  # headroom for the anchor and repeated texts
-        near_other = _nearest(faiss, emb, mine, other, n_other + 4)  # the anchor's text may carry another label
+        near_same = search_within(emb, mine, same, n_same + 4)[1]  # headroom for the anchor and repeated texts
+        near_other = search_within(emb, mine, other, n_other + 4)[1] if len(other) else [[]] * len(mine)
         for j, anchor in enumerate(mine):
             first = [i for i in near_same[j] if i >= 0 and texts[i] != texts[anchor]][:n_same]
             second = [i for i in near_other[j] if i >= 0 and texts[i] != texts[anchor]][:n_other]
@@ -370,13 +369,3 @@ def _neighbour_split(texts: list[str], labels: np.ndarray, emb: np.ndarray, n_sa
             lists.append([texts[anchor], *(texts[i] for i in first), *(texts[i] for i in second)])
     order = np.argsort([int(i.split("-")[1]) for i in ids], kind="stable")
     return ListSplit(ids=[ids[i] for i in order], lists=[lists[i] for i in order]), skipped
-
-
-def _nearest(faiss, emb: np.ndarray, queries: np.ndarray, members: np.ndarray, k: int) -> np.ndarray:
-    """Row numbers of each query's k nearest members by cosine, nearest first; -1 where there are fewer."""
-    if not len(members) or k == 0:
-        return np.full((len(queries), max(k, 1)), -1)
-    index = faiss.IndexFlatIP(emb.shape[1])
-    index.add(emb[members])
-    _sims, pos = index.search(emb[queries], min(k, len(members)))
-    return np.where(pos >= 0, members[np.clip(pos, 0, None)], -1)

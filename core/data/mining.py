@@ -70,12 +70,14 @@ class Examples:
         return Dataset.from_pandas(self.frame, preserve_index=False)
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit_rows(x: np.ndarray) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float32)
     return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
 
 
-def _search_within(emb: np.ndarray, queries: np.ndarray, members: np.ndarray, k: int):
+def search_within(emb: np.ndarray, queries: np.ndarray, members: np.ndarray, k: int):
+    """(cosines, row numbers) of each query's k nearest `members` rows of unit-length `emb`, nearest first; -1 where
+    there are fewer."""
     index = faiss.IndexFlatIP(emb.shape[1])
     index.add(emb[members])
     sims, pos = index.search(emb[queries], min(k, len(members)))
@@ -90,7 +92,7 @@ def mine_neighbours(
     An anchor's own row and rows with the identical text are never its neighbours.
     """
     settings.validate()
-    emb = _unit(embeddings)
+    emb = unit_rows(embeddings)
     labels = np.asarray(labels)
     n = len(labels)
     positives: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * n
@@ -99,8 +101,8 @@ def mine_neighbours(
     for cls in np.unique(labels):
         rows = np.flatnonzero(labels == cls)
         others = np.flatnonzero(labels != cls)
-        p_sims, p_idx = _search_within(emb, rows, rows, settings.k + extra)
-        n_sims, n_idx = _search_within(emb, rows, others, settings.k)
+        p_sims, p_idx = search_within(emb, rows, rows, settings.k + extra)
+        n_sims, n_idx = search_within(emb, rows, others, settings.k)
         for j, anchor in enumerate(rows):
             keep = (p_idx[j] >= 0) & (p_sims[j] >= settings.threshold) & (p_idx[j] != anchor)
             cand = [i for i in p_idx[j][keep] if texts[i] != texts[anchor]][: settings.k]
@@ -193,7 +195,7 @@ def active_share(ref_a: np.ndarray, ref_p: np.ndarray, ref_n: np.ndarray, margin
     Only active triplets produce gradient, so this is what a margin does before any training.
     """
     if distance == "cosine":
-        a, p, q = _unit(ref_a), _unit(ref_p), _unit(ref_n)
+        a, p, q = unit_rows(ref_a), unit_rows(ref_p), unit_rows(ref_n)
         d_ap, d_an = 1 - (a * p).sum(1), 1 - (a * q).sum(1)
     else:
         d_ap, d_an = np.linalg.norm(ref_a - ref_p, axis=1), np.linalg.norm(ref_a - ref_n, axis=1)
