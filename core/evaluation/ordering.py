@@ -7,6 +7,7 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from core.data.lists import ListCorpus, ListSplit
+from core.data.mining import unit_rows
 from core.models.encode import encode_cached
 
 
@@ -26,7 +27,7 @@ def list_similarities(model, split: ListSplit, progress=None) -> list[np.ndarray
     """Cosine of each list's anchor to each of its members, every distinct text encoded once (through the cache)."""
     texts = list(dict.fromkeys(t for members in split.lists for t in members))
     emb = encode_cached(model, texts, progress=progress)
-    emb = emb / np.clip(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12, None)
+    emb = unit_rows(emb)
     row = {t: i for i, t in enumerate(texts)}
     out = []
     for members in split.lists:

@@ -59,6 +59,7 @@ def list_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None =
     training lists subsampled to cfg.examples (seed)."""
     from datasets import Dataset
 
+    from core.data.mining import unit_rows
     from core.losses.listmle import pack_label
     from core.models.encode import encode_cached
 
@@ -73,7 +74,7 @@ def list_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None =
     chosen = [split.lists[i] for i in rows]
     texts = list(dict.fromkeys(t for members in chosen for t in members))
     emb = encode_cached(teacher_model(cfg, reference), texts, progress=progress)
-    emb = emb / np.clip(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12, None)
+    emb = unit_rows(emb)
     position = {t: i for i, t in enumerate(texts)}
     size = max(len(members) for members in chosen)
     columns: dict[str, list] = {f"m{i}": [] for i in range(size)}
