@@ -20,7 +20,7 @@ from core.errors import UserError
 from core.evaluation.headline import HEADLINE
 from core.jobs import launch
 from core.jobs.sweep import cancel, sweep_config
-from core.models.loading import load_model, resolve_model, setup_offline
+from core.models.loading import DEFAULT_MODEL, load_model, resolve_model, setup_offline
 from core.runs.labels import knob_value
 from core.runs.store import RunStore
 from core.training.config import GENERAL, TrainConfig, for_recipe
@@ -58,7 +58,6 @@ def _corpus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-col")
     p.add_argument("--model", default=None, help="local directory, packaged name or hub id (default all-MiniLM-L6-v2)")
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: best available)")
-    p.add_argument("--knn-metric", choices=["euclidean", "cosine"], default="euclidean")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
@@ -107,16 +106,31 @@ def _evaluate_other(args) -> dict:
 
 
 def cmd_layers(args) -> dict:
-    from core.evaluation.evaluate import EvalSettings, evaluate_layers
+    """kNN accuracy per layer; with --compare, also the run's model's and the linear CKA between the two."""
+    from core.evaluation.evaluate import EvalSettings, compare_layers, evaluate_layers
+    from core.runs.labels import run_reference
 
     corpus = _load_corpus(args)
-    model = load_model(args.model, args.device)
+    settings = EvalSettings(layer_metric=args.knn_metric)
+    run = _finished_run(args.compare) if args.compare else None
+    name = args.model or (run_reference(run) if run else DEFAULT_MODEL)
+    model = load_model(name, args.device)
     bars = TqdmPhases()
     try:
-        layers = evaluate_layers(model, corpus, EvalSettings(knn_metric=args.knn_metric), progress=bars)
+        if run is None:
+            return {"model": name, "layers": evaluate_layers(model, corpus, settings, progress=bars)}
+        tuned = load_model(run.artefacts["model"], args.device)
+        return {"model": name, "run_id": run.id, "layers": compare_layers(model, tuned, corpus, settings, bars)}
     finally:
         bars.close()
-    return {"model": args.model or "all-MiniLM-L6-v2", "layers": layers}
+
+
+def _finished_run(run_id: str):
+    """A run whose model can be loaded, or a UserError saying why not."""
+    run = RunStore().get(run_id)  # a UserError when there is none
+    if run.status != "done" or "model" not in run.artefacts:
+        raise UserError(f"Run {run_id} is {run.status} and has no model to compare; pick a finished training run.")
+    return run
 
 
 def _print_evaluate(r: dict) -> None:
@@ -135,9 +149,12 @@ def _print_evaluate(r: dict) -> None:
 
 
 def _print_layers(r: dict) -> None:
-    print(f"model {r['model']}")
+    print(f"model {r['model']}" + (f" vs run {r['run_id']}" if "run_id" in r else ""))
     for row in r["layers"]:
-        print(f"layer {row['layer']:>2}  kNN accuracy {row['knn_accuracy']:.3f}")
+        line = f"layer {row['layer']:>2}  kNN accuracy {row['knn_accuracy']:.3f}"
+        if "cka" in row:
+            line += f"  fine-tuned {row['knn_accuracy_tuned']:.3f}  CKA {row['cka']:.3f}"
+        print(line)
 
 
 # --- training, sweeps, runs, export ----------------------------------------------------------
@@ -358,8 +375,14 @@ def build_parser() -> argparse.ArgumentParser:
     _corpus_args(ev)
     ev.add_argument("--reference", default=None, help="frozen reference model for S@k (default: the model itself)")
     ev.add_argument("--k", type=int, default=16)
-    ly = sub.add_parser("layers", help="kNN accuracy of every layer's mean-pooled hidden state")
+    ev.add_argument("--knn-metric", choices=["euclidean", "cosine"], default="euclidean",
+                    help="kNN on the model's embedding as it produces it (euclidean) or cosine")
+    ly = sub.add_parser("layers", help="kNN accuracy of every layer's mean-pooled hidden state; with --compare, a "
+                        "run's as well and the linear CKA between the two per layer (1.0 = unchanged)")
     _corpus_args(ly)
+    ly.add_argument("--knn-metric", choices=["cosine", "euclidean"], default="cosine")
+    ly.add_argument("--compare", metavar="RUN_ID", help="a finished run whose model is compared with --model "
+                    "(default: the run's reference model)")
     tr = sub.add_parser("train", help="fine-tune on mined examples in a background run and evaluate before/after")
     _train_args(tr)
     cr = sub.add_parser("crop", help="self-supervised fine-tuning with crop (or dropout) augmentation")

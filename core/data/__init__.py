@@ -9,5 +9,7 @@
 - ``crops``: self-supervised pairs from multi-sentence documents: ``crop_pairs``, ``dropout_pairs``.
 - ``mining``: label-aware examples mined with a frozen reference model: ``mine``, ``MiningSettings``,
   ``active_share``.
+- ``bands``: multi-granularity hard negatives, one other-label text per band of reference-cosine rank:
+  ``mine_bands``, ``band_negatives``, ``BandSettings``, ``parse_edges``.
 - ``demo``: writes the demo corpus and documents in ``assets/``: ``write_demo``.
 """

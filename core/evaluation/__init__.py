@@ -1,10 +1,11 @@
 """Evaluation: the numbers a run is judged by.
 
 - ``metrics``: pure numpy + FAISS on embeddings: ``polarity_similarity`` (P@k / S@k), ``knn_accuracy``,
-  ``layerwise_knn_accuracy``, ``linear_probe_accuracy``, ``search``.
+  ``layerwise_knn_accuracy``, ``linear_cka``, ``linear_probe_accuracy``, ``search``.
 - ``pareto``: ``pareto_front`` of (P, S) points.
 - ``headline``: ``HEADLINE``, the metrics every table and card shows, with their names and units.
 - ``evaluate``: which texts are scored, encoded through the cache, and scored: ``evaluate``, ``evaluate_layers``,
+  ``layer_states``, ``layer_cka``, ``compare_layers``,
   ``EvalSettings``, ``eval_sets``, ``score``.
 - ``ordering``: how well a model orders held-out ranked lists: ``ordering_metrics`` (ordering accuracy, Kendall
   tau), ``ordering_scores``, ``evaluate_lists``.

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.data.corpus import Corpus
+from core.errors import UserError
 from core.evaluation.metrics import (
     knn_accuracy,
     layerwise_knn_accuracy,
+    linear_cka,
     linear_probe_accuracy,
     polarity_similarity,
     sample_pool,
@@ -27,7 +29,8 @@ PhaseProgress = Callable[[str, int, int], None]
 class EvalSettings:
     k: int = 16  # P@k / S@k retrieval depth
     knn_k: int = 10
-    knn_metric: str = "euclidean"
+    knn_metric: str = "euclidean"  # the model's own embedding, as it produces it
+    layer_metric: str = "cosine"  # each layer's mean-pooled hidden state (docs/definitions.md, Layer-wise kNN)
     pool_factor: int = 5
     seed: int = 0
     knn_train_max: int = 10000  # kNN reference set: the whole train split up to this size, else a seeded sample
@@ -130,18 +133,51 @@ def evaluate(
     return out
 
 
+def layer_states(
+    model, corpus: Corpus, settings: EvalSettings = EvalSettings(), progress: PhaseProgress | None = None,
+    name: str = "layers",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every layer's mean-pooled hidden states (L+1, n, h) of the kNN train sample and of the test texts, from one
+    cached forward pass per batch."""
+    sets = eval_sets(corpus, settings)
+    fp = model_fingerprint(model)
+    train_texts = [corpus.train_texts[i] for i in sets.knn]
+    train = encode_cached(model, train_texts, layers=True, fingerprint=fp,
+                          progress=(lambda d, t: progress(f"{name}: encoding train", d, t)) if progress else None)
+    test = encode_cached(model, corpus.test_texts, layers=True, fingerprint=fp,
+                         progress=(lambda d, t: progress(f"{name}: encoding {corpus.target_split}", d, t))
+                         if progress else None)
+    return train, test
+
+
 def evaluate_layers(
     model, corpus: Corpus, settings: EvalSettings = EvalSettings(), progress: PhaseProgress | None = None
 ) -> list[dict]:
     """kNN accuracy of every layer's mean-pooled hidden state (0 = embeddings), from one pass per batch."""
-    sets = eval_sets(corpus, settings)
-    fp = model_fingerprint(model)
-    train_texts = [corpus.train_texts[i] for i in sets.knn]
-    label = "layers: encoding"
-    train = encode_cached(model, train_texts, layers=True, fingerprint=fp,
-                          progress=(lambda d, t: progress(f"{label} train", d, t)) if progress else None)
-    test = encode_cached(model, corpus.test_texts, layers=True, fingerprint=fp,
-                         progress=(lambda d, t: progress(f"{label} {corpus.target_split}", d, t)) if progress else None)
-    accs = layerwise_knn_accuracy(train, corpus.train_labels[sets.knn], test, corpus.test_labels,
-                                  settings.knn_k, settings.knn_metric)
+    train, test = layer_states(model, corpus, settings, progress)
+    knn = eval_sets(corpus, settings).knn
+    accs = layerwise_knn_accuracy(train, corpus.train_labels[knn], test, corpus.test_labels, settings.knn_k,
+                                  settings.layer_metric)
     return [{"layer": i, "knn_accuracy": a} for i, a in enumerate(accs)]
+
+
+def layer_cka(reference, tuned, corpus: Corpus, settings: EvalSettings = EvalSettings(),
+              progress: PhaseProgress | None = None) -> list[float]:
+    """Linear CKA per layer between two models' mean-pooled hidden states of the same texts (the kNN train sample
+    and the test texts): 1.0 = the layer did not change. The states are the ones the kNN curves use."""
+    ref = np.concatenate(layer_states(reference, corpus, settings, progress, "reference"), axis=1)
+    new = np.concatenate(layer_states(tuned, corpus, settings, progress, "fine-tuned"), axis=1)
+    if ref.shape[0] != new.shape[0]:
+        raise UserError(f"the models have {ref.shape[0] - 1} and {new.shape[0] - 1} layers; CKA compares layers "
+                         "of one architecture")
+    return [linear_cka(a, b) for a, b in zip(ref, new)]
+
+
+def compare_layers(reference, tuned, corpus: Corpus, settings: EvalSettings = EvalSettings(),
+                   progress: PhaseProgress | None = None) -> list[dict]:
+    """Per layer: the reference's and the fine-tuned model's kNN accuracy and their linear CKA."""
+    before = evaluate_layers(reference, corpus, settings, progress)
+    after = evaluate_layers(tuned, corpus, settings, progress)
+    cka = layer_cka(reference, tuned, corpus, settings, progress)
+    return [{"layer": b["layer"], "knn_accuracy": b["knn_accuracy"], "knn_accuracy_tuned": a["knn_accuracy"],
+             "cka": c} for b, a, c in zip(before, after, cka, strict=True)]

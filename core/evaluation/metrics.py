@@ -1,5 +1,5 @@
 """Metrics on embeddings: P@k / S@k retrieval trade-off, kNN and linear-probe accuracy (docs/definitions.md,
-"P@k and S@k", "kNN accuracy", "Layer-wise kNN").
+"P@k and S@k", "kNN accuracy", "Layer-wise kNN"), and linear CKA between two models' layers.
 
 Pure numpy + FAISS; nothing here runs a model, so every function is cheap to test.
 """
@@ -135,13 +135,32 @@ def layerwise_knn_accuracy(
     test_layers: np.ndarray,
     test_labels: np.ndarray,
     k: int = 10,
-    metric: str = "euclidean",
+    metric: str = "cosine",
 ) -> list[float]:
-    """kNN accuracy for each layer's mean-pooled hidden state; arrays are (L+1, n, h), 0 = embeddings."""
+    """kNN accuracy for each layer's mean-pooled hidden state; arrays are (L+1, n, h), 0 = embeddings. Cosine by
+    default: raw hidden states have a few very large dimensions that dominate a Euclidean distance."""
     return [
         knn_accuracy(tr, train_labels, te, test_labels, k, metric)
         for tr, te in zip(train_layers, test_layers, strict=True)
     ]
+
+
+def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """Linear CKA of two representations of the same n examples (rows): 1.0 = the same up to rotation and
+    isotropic scaling, near 0 = unrelated (docs/definitions.md, Which layers changed).
+
+    CKA = ||Yc^T Xc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F) on column-centred X, Y, in float64: the feature-space
+    form costs O(n d^2), so every text of a corpus can take part.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.shape[0] != y.shape[0] or x.shape[0] < 2:
+        raise ValueError("CKA needs the same two or more examples in both representations")
+    x = x - x.mean(0)
+    y = y - y.mean(0)
+    cross = np.linalg.norm(y.T @ x) ** 2
+    norms = np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)
+    return float(cross / norms) if norms > 0 else float("nan")
 
 
 def linear_probe_accuracy(

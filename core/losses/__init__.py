@@ -5,4 +5,6 @@
   ``RAOELoss``, ``GATES``, ``batch_ranks``, ``rank_pair_mask``, ``gate_pair_mask``, ``gated_share``.
 - ``listmle``: ListMLE for a bi-encoder over ranked lists, every member an anchor: ``ListMLELoss``,
   ``listmle_from_scores``, and the targets it learns: ``nudged_targets`` (phihat), ``order_targets``, ``pack_label``.
+- ``mgh``: MultipleNegativesRankingLoss over the anchor, the positive and the current band's hard negative:
+  ``BandedMNRLoss``.
 """

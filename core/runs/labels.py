@@ -51,10 +51,20 @@ def knob_text(run: Run) -> str:
     return f"{name} {value:g}"
 
 
+def shown_text(run: Run) -> str:
+    """The settings the recipe names in labels beside its knob ('order curriculum'); '' for none or a sweep."""
+    recipe = RECIPES.get(run.config.get("recipe", ""))
+    if recipe is None or run.kind == "sweep":
+        return ""
+    return " · ".join(f"{recipe.param(name).label.lower()} {run.config.get(name, recipe.param(name).default)}"
+                      for name in recipe.shown)
+
+
 def run_label(run: Run) -> str:
-    """Recipe, knob and id ('triplet · margin 0.1 · <id>'); a sweep says so, an unfinished run its status."""
+    """Recipe, knob, shown settings and id ('triplet · margin 0.1 · <id>'); a sweep says so, an unfinished run its
+    status."""
     parts = [f"sweep of {recipe_text(run)}" if run.kind == "sweep" else recipe_text(run) or run.kind,
-             knob_text(run), run.id, "" if run.status == "done" else run.status]
+             knob_text(run), shown_text(run), run.id, "" if run.status == "done" else run.status]
     return " · ".join(p for p in parts if p)
 
 

@@ -11,6 +11,9 @@
   ``ranked_pairs``, ``teacher_scores``, ``teacher_model``.
 - ``listmle``: ListMLE post-training on ranked lists with the teacher's nudged similarities as target:
   ``LISTMLE``, ``as_lists``, ``list_examples``.
+- ``mgh``: InfoNCE with one hard negative per anchor from four reference-cosine bands, scheduled by an order
+  (curriculum N4 -> N1, random, reverse, fixed): ``MGH``, ``ORDERS``, ``band_at``, ``band_phases``,
+  ``band_callback``, ``banded_examples``.
 - ``recipes``: the registry: ``RECIPES``, ``register``, ``get_recipe``, ``recipe_params``.
 - ``examples``: the dataset builders recipes use: ``mined_examples``, ``scored_pairs``,
   ``document_pairs``, ``mine_train_sample``.

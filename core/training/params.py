@@ -4,7 +4,7 @@ which the CLI flags, the Train page's widgets, config validation and the model c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.errors import UserError
@@ -32,6 +32,7 @@ class Param:
     step: float | None = None  # the page's number_input step
     file: bool = False  # a path to a table (the page offers an upload)
     widget: dict = field(default_factory=dict)  # extra page-only arguments, e.g. {"format": "%.1e"}
+    check: Callable[[str], str] | None = None  # a text setting's own rule: the value normalised, or a UserError
 
     @property
     def flag(self) -> str:
@@ -71,7 +72,7 @@ class Param:
                 return None
             if not isinstance(value, str) or not value.strip() or (self.choices and value not in self.choices):
                 raise self._fail(value)
-            return value
+            return self.check(value) if self.check else value
         number = self._number(value)
         if (self.low is not None and (number < self.low or (self.low_open and number == self.low))) or (
                 self.high is not None and (number > self.high or (self.high_open and number == self.high))):

@@ -12,7 +12,11 @@ from core.training.examples import mined_examples
 from core.training.params import Param
 
 
-def no_callbacks(_cfg) -> list:
+def no_callbacks(_cfg, _loss) -> list:
+    return []
+
+
+def no_phases(_cfg, _total_steps: int) -> list[dict]:
     return []
 
 
@@ -39,7 +43,9 @@ class Recipe:
     examples: Callable = mined_examples  # (cfg, corpus, reference, format, progress) -> (Dataset, stats)
     batch_sampler: str = "batch_sampler"  # a sentence_transformers BatchSamplers value
     budget: dict = field(default_factory=dict)  # general settings whose default differs for this recipe
-    callbacks: Callable = no_callbacks  # (cfg) -> extra transformers TrainerCallbacks
+    callbacks: Callable = no_callbacks  # (cfg, loss) -> extra transformers TrainerCallbacks (they may steer the loss)
+    phases: Callable = no_phases  # (cfg, total_steps) -> [{"step", "label"}]: where the loss curve marks a change
+    shown: tuple[str, ...] = ()  # settings named in run labels beside the knob (e.g. a curriculum's order)
     self_supervised: bool = False
     kinds: tuple[str, ...] = ("labelled",)  # corpus kinds it trains on (core.data.kinds.KIND_NAMES)
     needs: Callable = no_needs  # (cfg, corpus) -> a sentence saying what the corpus lacks for this run, or None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from core.errors import UserError
 from core.training.listmle import LISTMLE
+from core.training.mgh import MGH
 from core.training.params import Param
 from core.training.raoe import RAOE
 from core.training.recipe import Recipe
@@ -20,7 +21,7 @@ def register(recipe: Recipe) -> Recipe:
     return recipe
 
 
-for _recipe in [*SUPERVISED, *SELF_SUPERVISED, *RAOE, *LISTMLE]:
+for _recipe in [*SUPERVISED, *SELF_SUPERVISED, *RAOE, *LISTMLE, *MGH]:
     register(_recipe)
 
 

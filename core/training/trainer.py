@@ -123,13 +123,17 @@ def _callback(reporter: Reporter):
     return ReportCallback()
 
 
+def total_steps(cfg: TrainConfig, n_examples: int) -> int:
+    """Optimiser steps of a run: max_steps, else epochs over the examples (the learning-rate schedule's length)."""
+    return cfg.max_steps or max(1, math.ceil(math.ceil(n_examples / cfg.batch_size) * cfg.epochs))
+
+
 def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter: Reporter | None,
                  evaluator=None):
     """A plain SentenceTransformerTrainer; our additions are the progress callback, the recipe's batch sampler
     and callbacks, and an evaluator."""
     recipe = get_recipe(cfg.recipe)
-    steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)
-    total = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
+    total = total_steps(cfg, len(dataset))
     eval_args = {}
     if evaluator is not None and cfg.eval_every > 0:
         eval_args = {"eval_strategy": "steps", "eval_steps": cfg.eval_every}
@@ -152,7 +156,7 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
         **_precision_args(cfg.precision, str(model.device)),
         **eval_args,
     )
-    callbacks = [*([_callback(reporter)] if reporter is not None else []), *recipe.callbacks(cfg)]
+    callbacks = [*([_callback(reporter)] if reporter is not None else []), *recipe.callbacks(cfg, loss)]
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
                                          evaluator=evaluator if eval_args else None, callbacks=callbacks)
     trainer.remove_callback(PrinterCallback)  # it prints log dicts to stdout, where the CLI prints results
@@ -230,6 +234,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     loss = recipe.build_loss(model, cfg)
     evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
     trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator)
+    reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
     t2 = time.monotonic()
     train_out = trainer.train()
     timings["train_s"] = time.monotonic() - t2
