@@ -112,8 +112,8 @@ def cmd_layers(args) -> dict:
 
     corpus = _load_corpus(args)
     settings = EvalSettings(layer_metric=args.knn_metric)
-    run = _finished_run(args.compare) if args.compare else None
-    name = args.model or (run_reference(run) if run else DEFAULT_MODEL)
+    run = _finished_run(args.compare) if args.compare is not None else None
+    name = args.model or (run_reference(run) if run is not None else DEFAULT_MODEL)
     model = load_model(name, args.device)
     bars = TqdmPhases()
     try:

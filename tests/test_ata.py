@@ -15,6 +15,8 @@ from sentence_transformers.sentence_transformer.losses import MultipleNegativesR
 
 from core.data.crops import CropPairs, to_dataset
 from core.models.ata import ATAPooling, ata_weights, build_ata_model
+from core.training.card import contrastlab_card_section
+from core.training.config import TrainConfig
 from tests.tiny_model import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,23 +130,92 @@ def test_encode_equals_the_formula_on_the_raw_model(ata):
     np.testing.assert_allclose(ata.encode(TEXTS), vectors, rtol=1e-4, atol=1e-5)
 
 
-# Reads a model path on stdin, so the slow library import overlaps the training in the test.
+def _forward(model: SentenceTransformer, texts: list[str]) -> dict:
+    """The features dict after every module, as in training (encode() keeps only the sentence embedding)."""
+    features = model.preprocess(texts)
+    return model(features)
+
+
+def test_weights_of_a_real_forward_are_a_distribution_over_unpadded_tokens(ata):
+    with torch.no_grad():
+        features = _forward(ata, TEXTS)
+    weights, mask = features["ata_weights"], features["attention_mask"].bool()
+    assert weights.shape == mask.shape and not mask.all()  # the batch is padded
+    assert (weights >= 0).all() and (weights[~mask] == 0).all() and (weights[mask] > 0).all()
+    torch.testing.assert_close(weights.sum(1), torch.ones(len(TEXTS)))
+
+
+def test_an_embedding_is_the_same_alone_and_inside_a_padded_batch(ata):
+    short, long = "why", TEXTS[1] + " " + TEXTS[1]
+    alone = ata.encode([short])[0]
+    batched = ata.encode([short, long], batch_size=2)[0]
+    np.testing.assert_allclose(batched, alone, rtol=0, atol=1e-5)
+    with torch.no_grad():
+        weights = _forward(ata, [short, long])["ata_weights"]
+        solo = _forward(ata, [short])["ata_weights"]
+    assert weights.shape[1] > solo.shape[1]  # the short text really was padded
+    torch.testing.assert_close(weights[0, : solo.shape[1]], solo[0], rtol=0, atol=1e-6)
+
+
+def test_gradients_reach_the_transformer_through_the_weights(base):
+    """With the hidden states detached, the pooled vector depends on the transformer only through the ATA weights
+    (the last layer's attention probabilities), so its query and key projections get a gradient only that way."""
+    model = build_ata_model(base)
+    features = model[0](model.preprocess(TEXTS))
+    hidden = features["token_embeddings"]
+    features["token_embeddings"] = hidden.detach()
+    pooled = model[1](features)["sentence_embedding"]
+    direction = torch.randn(pooled.shape, generator=torch.Generator().manual_seed(0))
+    (pooled * direction).sum().backward()
+    attention = model[0].auto_model.encoder.layer[-1].attention.self
+    for projection in (attention.query, attention.key):
+        assert projection.weight.grad is not None and projection.weight.grad.abs().sum() > 0
+    # the value projection only shapes the (detached) hidden states, so it gets none
+    assert attention.value.weight.grad is None or attention.value.weight.grad.abs().sum() == 0
+
+
+def test_the_card_says_how_to_load_an_ata_model_and_only_for_ata_runs():
+    def load_line(pooling: str) -> str:
+        card = contrastlab_card_section(TrainConfig(corpus="x.csv", pooling=pooling), {})
+        return next(line for line in card.splitlines() if line.startswith("Load with"))
+
+    ata_line = load_line("ata")
+    assert "load_allowing_ata(path)" in ata_line and "no `trust_remote_code` needed" in ata_line
+    for pooling in ("model", "mean", "cls"):
+        line = load_line(pooling)
+        assert line.startswith("Load with `SentenceTransformer(path)`.") and "load_allowing_ata" not in line
+
+
+# Read a model path on stdin, so the slow library import overlaps the training in the test. The first loads with our
+# loader and, as the card says, with trust_remote_code while ContrastLab's `core` is importable; the second tries
+# trust_remote_code from a folder where `core` is not importable.
 RELOAD_SCRIPT = (
-    "import json; from core.models.ata import load_allowing_ata; m = load_allowing_ata(input(), device='cpu'); "
-    f"print(json.dumps([type(x).__name__ for x in m])); print(json.dumps(m.encode({TEXTS!r}).tolist()))"
+    "import json; from sentence_transformers import SentenceTransformer; "
+    "from core.models.ata import load_allowing_ata; path = input(); m = load_allowing_ata(path, device='cpu'); "
+    "t = SentenceTransformer(path, device='cpu', trust_remote_code=True); "
+    f"print(json.dumps([type(x).__name__ for x in m])); print(json.dumps(m.encode({TEXTS!r}).tolist())); "
+    f"print(json.dumps(t.encode({TEXTS!r}).tolist()))"
+)
+BARE_SCRIPT = (
+    "from sentence_transformers import SentenceTransformer; path = input()\n"
+    "try:\n    SentenceTransformer(path, device='cpu', trust_remote_code=True)\n"
+    "except Exception as exc:\n    print(type(exc).__name__, exc)"
 )
 
 
 def test_ata_model_trains_saves_and_reloads_in_a_fresh_process(tmp_path, ata):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    with subprocess.Popen(
-        [sys.executable, "-c", RELOAD_SCRIPT], cwd=ROOT, env=env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    ) as fresh:  # on any failure below, closing stdin ends the child
-        _train_save_and_compare(tmp_path, build_ata_model(ata), fresh)
+    bare_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    pipes = {"text": True, "stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with (
+        subprocess.Popen([sys.executable, "-c", RELOAD_SCRIPT], cwd=ROOT, env=env, **pipes) as fresh,
+        subprocess.Popen([sys.executable, "-c", BARE_SCRIPT], cwd=tmp_path, env=bare_env, **pipes) as bare,
+    ):  # on any failure below, closing stdin ends the children
+        _train_save_and_compare(tmp_path, build_ata_model(ata), fresh, bare)
 
 
-def _train_save_and_compare(tmp_path: Path, model: SentenceTransformer, fresh: subprocess.Popen) -> None:
+def _train_save_and_compare(tmp_path: Path, model: SentenceTransformer, fresh: subprocess.Popen,
+                            bare: subprocess.Popen) -> None:
     """Train a private copy (the module-scoped fixture stays as built), save, compare with the fresh load."""
     words = "the film was good a long story about a man and his dog who lived near the sea".split()
     anchors = [" ".join(words[i : i + 5]) for i in range(8)]
@@ -178,6 +249,15 @@ def _train_save_and_compare(tmp_path: Path, model: SentenceTransformer, fresh: s
         SentenceTransformer(str(saved), device="cpu")  # never silently loaded with another pooling
     stdout, stderr = fresh.communicate(f"{saved}\n", timeout=180)
     assert fresh.returncode == 0, stderr[-2000:]
-    names, vectors = stdout.strip().splitlines()[-2:]
+    names, vectors, trusted = stdout.strip().splitlines()[-3:]
     assert json.loads(names) == ["ATATransformer", "ATAPooling", "Normalize"]
     np.testing.assert_allclose(np.array(json.loads(vectors)), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(json.loads(trusted)), expected, rtol=1e-5, atol=1e-6)
+    stdout, stderr = bare.communicate(f"{saved}\n", timeout=180)
+    assert bare.returncode == 0, stderr[-2000:]
+    assert "No module named 'core'" in stdout, stdout  # trust_remote_code alone cannot load it
+
+
+def test_the_card_names_the_ata_loader_for_a_model_that_already_pools_with_ata():
+    card = contrastlab_card_section(TrainConfig(corpus="x.csv", pooling="model"), {}, ata=True)
+    assert "load_allowing_ata(path)" in card

@@ -84,15 +84,43 @@ def layer_curve_figure(
             x=list(range(len(accs))), y=accs, mode="lines+markers", name=name,
             hovertemplate=f"{html.escape(name)}<br>layer %{{x}}: %{{y:.3f}}<extra></extra>",
         ))
+    _shade_frozen(fig, frozen_layers, frozen_embeddings)
+    fig.update_layout(title="kNN accuracy by layer", hovermode="x unified", legend_title_text="model")
+    fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
+    fig.update_yaxes(title_text="kNN accuracy")
+    return fig
+
+
+def cka_figure(
+    curves: dict[str, list[float]],
+    frozen_layers: int = 0,
+    frozen_embeddings: bool = False,
+) -> go.Figure:
+    """Linear CKA per layer between each run and its reference (1.0 = unchanged), one line per run, on a fixed
+    0-1 axis so runs and corpora compare at a glance; frozen layers shaded as on the kNN curves."""
+    fig = go.Figure()
+    for name, values in curves.items():
+        fig.add_trace(go.Scatter(
+            x=list(range(len(values))), y=values, mode="lines+markers", name=name,
+            hovertemplate=f"{html.escape(name)}<br>layer %{{x}}: CKA %{{y:.3f}}<extra></extra>",
+        ))
+    _shade_frozen(fig, frozen_layers, frozen_embeddings)
+    fig.update_layout(title="Linear CKA to the reference by layer (1.0 = unchanged)", hovermode="x unified",
+                      legend_title_text="run", showlegend=True)  # named even when one run is shown
+    fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
+    # A little headroom above 1.0, so an unchanged layer's marker is not cut in half by the frame.
+    fig.update_yaxes(title_text="CKA (1.0 = unchanged)", range=[0, 1.04], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    return fig
+
+
+def _shade_frozen(fig: go.Figure, frozen_layers: int, frozen_embeddings: bool) -> None:
+    """Shade the layers a run kept frozen (0.5 wide either side of each), so a reader knows they could only
+    change through the layers below them."""
     x0 = -0.5 if frozen_embeddings else 0.5
     x1 = frozen_layers + 0.5
     if x1 > x0:
         fig.add_vrect(x0=x0, x1=x1, fillcolor="grey", opacity=0.15, line_width=0,
                       annotation_text="frozen", annotation_position="top left")
-    fig.update_layout(title="kNN accuracy by layer", hovermode="x unified", legend_title_text="model")
-    fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
-    fig.update_yaxes(title_text="kNN accuracy")
-    return fig
 
 
 def _margin_text(margin) -> str:
@@ -137,7 +165,8 @@ def tradeoff_figure(points: list[dict], k: int = 16) -> go.Figure:
 
 def sts_change_figure(rows: list[dict]) -> go.Figure:
     """One line per run from its STS Spearman before training (grey) to after (coloured by better / worse), so
-    the direction and size of each change read at a glance; rows as core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives."""
+    the direction and size of each change read at a glance; rows as
+    core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives."""
     fig = go.Figure()
     names = [html.escape(r["run_id"]) for r in rows]
     for r, name in zip(rows, names):
@@ -234,8 +263,11 @@ def token_weight_bars(tokens: Sequence[str], weights_ref: Sequence[float],
     return fig
 
 
-def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None) -> go.Figure:
-    """Training loss by step; evaluation points (P@k, S@k, accuracies, all in %) on a second y axis."""
+def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None,
+                      phases: list[dict] | None = None) -> go.Figure:
+    """Training loss by step; evaluation points (P@k, S@k, accuracies, all in %) on a second y axis; `phases`
+    ([{"step", "label"}], e.g. a curriculum's bands) as dotted lines at the step count where each begins, labelled
+    at the top, so a jump in the loss can be read against the change that caused it."""
     series = [m for m in HEADLINE if any(m.key in e for e in evals or [])]
     fig = make_subplots(specs=[[{"secondary_y": bool(series)}]])
     fig.add_trace(go.Scatter(
@@ -249,6 +281,9 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None) -> go
             x=[e["step"] for e in pts], y=[metric.shown(e[metric.key]) for e in pts], mode="lines+markers", name=name,
             hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>",
         ), secondary_y=True)
+    for phase in phases or []:
+        fig.add_vline(x=phase["step"], line_dash="dot", line_color="grey", line_width=1,
+                      annotation_text=html.escape(str(phase["label"])), annotation_position="top right")
     fig.update_layout(title="Training progress", hovermode="x unified")
     last = max([p["step"] for p in losses] + [e["step"] for e in evals or []] + [1])
     fig.update_xaxes(title_text="step", dtick=max(1, round(last / 10)))  # whole steps, also on short runs

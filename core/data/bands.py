@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from core.data.mining import Examples, MiningSettings, mine_neighbours, search_within, unit_rows
-from core.errors import UserError
+from core.errors import UserError, shorten
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
 from core.storage import examples_entry, texts_hash, write_atomic
@@ -39,7 +39,7 @@ def parse_edges(value: str | Sequence[int]) -> tuple[int, int, int, int]:
         edges = ()
     if len(edges) != 4 or edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])) or edges[-1] > 10_000:
         raise UserError(f"bands must be four increasing whole numbers from 1 to 10000, the last rank of N1..N4 "
-                        f"(e.g. 5,20,50,100), got '{value}'")
+                        f"(e.g. 5,20,50,100), got {shorten(value)}")
     return edges  # type: ignore[return-value]
 
 

@@ -156,6 +156,8 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
     y = np.asarray(y, dtype=np.float64)
     if x.shape[0] != y.shape[0] or x.shape[0] < 2:
         raise ValueError("CKA needs the same two or more examples in both representations")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return float("nan")
     x = x - x.mean(0)
     y = y - y.mean(0)
     cross = np.linalg.norm(y.T @ x) ** 2

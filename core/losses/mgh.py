@@ -29,10 +29,12 @@ class BandedMNRLoss(nn.Module):
         self.band = band
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None) -> Tensor:
-        anchor, positive, *negatives = list(sentence_features)
-        if len(negatives) != BANDS:
-            raise ValueError(f"expected anchor, positive and {BANDS} band negatives, got {2 + len(negatives)} columns")
-        return self.inner([anchor, positive, negatives[self.band - 1]], labels)
+        features = list(sentence_features)
+        if len(features) != 2 + BANDS:
+            raise ValueError(f"expected anchor, positive and {BANDS} band negatives, got {len(features)} columns")
+        if not 1 <= self.band <= BANDS:
+            raise ValueError(f"band must be 1..{BANDS}, got {self.band}")
+        return self.inner([features[0], features[1], features[1 + self.band]], labels)
 
     def get_config_dict(self) -> dict:
         return {"scale": self.inner.scale, "band": self.band}

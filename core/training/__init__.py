@@ -3,7 +3,7 @@
 - ``params``: the parameter schema every setting is described by (CLI flags, page widgets, validation, card):
   ``Param``.
 - ``recipe``: what one training objective declares (settings, knob, examples, loss, batch sampler, budget,
-  callbacks): ``Recipe``, ``MINING``.
+  callbacks that may steer the loss, loss-curve phases, settings shown in run labels): ``Recipe``, ``MINING``.
 - ``supervised``: the recipes on mined examples (triplet, contrastive, MNRL, cosine, CoSENT, AnglE):
   ``SUPERVISED``.
 - ``self_supervised``: the recipes on document pairs (crop, dropout): ``SELF_SUPERVISED``.

@@ -22,8 +22,10 @@ def _corpus_text(summary: dict) -> str:
     return rows if summary.get("kind") == "pairs" else f"{rows}, {summary.get('n_classes', '?')} classes"
 
 
-def contrastlab_card_section(cfg: TrainConfig, result: dict) -> str:
-    """Markdown appended to sentence-transformers' own card (which already covers loss and trainer args)."""
+def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = None) -> str:
+    """Markdown appended to sentence-transformers' own card (which already covers loss and trainer args). `ata`: the
+    saved model pools with ATA (default: the run chose ATA pooling; a base model that already pools with ATA and
+    keeps its own pooling also needs the ATA loading line)."""
     recipe = get_recipe(cfg.recipe)
     corpus = result.get("corpus", {})
     before, after = result.get("before", {}), result.get("after", {})
@@ -58,6 +60,17 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict) -> str:
     for metric in HEADLINE:
         if metric.key in before or metric.key in after:
             lines.append(f"| {metric.long} | {_fmt(before.get(metric.key))} | {_fmt(after.get(metric.key))} |")
-    lines += ["", "Load with `SentenceTransformer(path)`. Reproduce with `python -m core train --config "
-              "contrastlab_config.json`.", ""]
+    lines += ["", f"{_load_text(cfg.pooling == 'ata' if ata is None else ata)} Reproduce with `python -m core train --config contrastlab_config.json`.", ""]
     return "\n".join(lines)
+
+
+def _load_text(ata: bool) -> str:
+    """How a reader loads the saved directory. An ATA-pooled model's modules.json names ContrastLab's module classes,
+    which sentence-transformers imports only with trust_remote_code, and only if ContrastLab's `core` is importable
+    (checked in tests/test_ata.py); ContrastLab's own loader needs neither the flag nor the directory's trust."""
+    if not ata:
+        return "Load with `SentenceTransformer(path)`."
+    return ("Load with `from core.models.ata import load_allowing_ata; load_allowing_ata(path)` with ContrastLab's "
+            "`core` package importable, no `trust_remote_code` needed: ATA pooling is ContrastLab code, which a plain "
+            "`SentenceTransformer(path)` refuses and `SentenceTransformer(path, trust_remote_code=True)` loads only "
+            "where `core` is importable too.")

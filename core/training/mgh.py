@@ -45,9 +45,9 @@ def band_at(order: str, step: int, total: int, seed: int = 0) -> int:
 
 def band_phases(order: str, total: int) -> list[dict]:
     """Where a scheduled order starts each band: [{"step", "label"}] for the loss curve; none for random, fixed."""
-    if order not in ("curriculum", "reverse") or total < BANDS:
+    if order not in ("curriculum", "reverse"):
         return []
-    starts = [-(-q * total // BANDS) for q in range(BANDS)]  # first step of each quarter: ceil(q * total / 4)
+    starts = sorted({-(-q * total // BANDS) for q in range(BANDS)} & set(range(total)))  # ceil(q * total / 4)
     return [{"step": s, "label": f"N{band_at(order, s, total)}"} for s in starts]
 
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.errors import UserError
+from core.errors import UserError, shorten
 
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
 
@@ -50,7 +50,7 @@ class Param:
         return ""
 
     def _fail(self, value: object) -> UserError:
-        shown = f"'{value}'" if isinstance(value, str) else repr(value)
+        shown = shorten(value)
         if self.choices:
             return UserError(f"{self.name} must be one of {', '.join(map(str, self.choices))}, got {shown}")
         what = {int: "a whole number", float: "a finite number", bool: "true or false", str: "text"}[self.type]

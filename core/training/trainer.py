@@ -26,7 +26,7 @@ from core.evaluation.evaluate import EvalSettings, evaluate
 from core.evaluation.evaluator import TradeoffEvaluator
 from core.evaluation.ordering import evaluate_lists, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, sts_spearman
-from core.models.ata import build_ata_model
+from core.models.ata import ATAPooling, build_ata_model
 from core.models.loading import load_model
 from core.training.card import contrastlab_card_section
 from core.training.config import TrainConfig
@@ -266,7 +266,8 @@ def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
     model.save(str(path))
     readme = path / "README.md"
     existing = readme.read_text(encoding="utf-8") if readme.exists() else ""
-    readme.write_text(existing.rstrip() + "\n\n" + contrastlab_card_section(cfg, result), encoding="utf-8")
+    ata = any(isinstance(module, ATAPooling) for module in model)  # chosen for this run, or the base model's own
+    readme.write_text(existing.rstrip() + "\n\n" + contrastlab_card_section(cfg, result, ata), encoding="utf-8")
     (path / "contrastlab_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
 
 
