@@ -14,7 +14,7 @@ from core.training.params import Param
 from core.training.recipe import MINING, Recipe
 from core.training.recipes import RECIPES
 from ui import run_control, run_panel
-from ui.corpus_view import list_preview_frame, size_range
+from ui.corpus_view import band_preview_frame, band_ranks, list_preview_frame, size_range
 
 GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
@@ -158,6 +158,9 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
     if recipe.lists is not None:
         show_list_preview(stats)
         return
+    if recipe.example_format == "banded":
+        show_band_preview(stats)
+        return
     cards = st.columns(4)
     if recipe.self_supervised:
         cards[0].metric("Documents", f"{stats['documents']:,}", border=True)
@@ -207,6 +210,29 @@ def show_list_preview(stats: dict) -> None:
                   "ranks the member higher than the teacher does, down where lower; gap = its cosine minus the "
                   "teacher's cosine at the place the list gives it.")
                + " The model learns to rank the members by target (ListMLE); see Definitions.")
+
+
+def show_band_preview(stats: dict) -> None:
+    """The multi-granularity recipe's rows and its bands' difficulty (mean reference cosine, hardest first), then
+    one anchor with its positive and four negatives; the rows hold all four, the order picks one per step."""
+    cards = st.columns(4)
+    cards[0].metric("Anchors used", f"{stats['anchors_used']:,}", border=True,
+                    help=f"Of {stats['anchors']:,} anchors: {stats['anchors_without_positive']:,} have no same-label "
+                         f"positive at cosine >= {stats['threshold']:g}, {stats['anchors_without_band']:,} fewer "
+                         f"than {stats['edges'][-1]:,} other-label texts to fill the bands.")
+    cards[1].metric("Rows available", f"{stats['available']:,}", border=True,
+                    help=f"One row per anchor and positive (up to {stats['k']} positives per anchor).")
+    cards[2].metric("Rows used (N)", f"{stats['examples']:,}", border=True)
+    ranks = band_ranks(stats["edges"])
+    for band, (card, cosine, rank) in enumerate(zip(st.columns(4), stats["band_cosine"], ranks), start=1):
+        card.metric(f"N{band} mean cosine", f"{cosine:.3f}", border=True,
+                    help=f"Mean reference cosine of the rows' N{band} negatives, drawn among the anchor's other-label "
+                         f"texts of cosine rank {rank}.")
+    st.markdown("**One anchor**: its positive and its four negatives")
+    st.dataframe(band_preview_frame(stats), hide_index=True)
+    st.caption(f"Every row keeps one negative per band of the reference model's cosine rank among texts of other "
+               f"labels (N1 = ranks {ranks[0]}, hardest, to N4 = ranks {ranks[-1]}, easiest); each training step "
+               f"trains on the band the order ('{stats['order']}') picks for it. See Definitions.")
 
 
 def sweep_panel(recipe: Recipe, base: dict | None) -> None:

@@ -272,3 +272,52 @@ def test_pasted_list_corpus_is_reported_and_previewed_for_listmle(server, page):
     assert_no_errors(page)
     page.mouse.move(0, 0)
     screenshot(page, "train-lists.png")
+
+
+def test_mgh_preview_run_with_band_lines_and_layer_cka(server, page):
+    """The mgh recipe on the demo corpus: its banded preview (small band edges), a tiny curriculum run whose loss
+    curve marks the bands, then the Layers page's "Which layers changed" figure for that run."""
+    page.goto(server)
+    page.get_by_text("demo_corpus").first.wait_for()
+    page.locator('[data-testid="stSidebar"]').get_by_role("link", name="Train").click()
+    page.get_by_role("heading", name="Train", exact=True).wait_for()
+    wait_idle(page)
+    page.locator('[data-testid="stSelectbox"]', has_text="Recipe").click()
+    page.get_by_role("option", name="Multi-granularity hard negatives (curriculum)").click()
+    wait_idle(page)
+    edges = page.get_by_role("textbox", name="Band edges")
+    edges.fill("1,2,3,4")
+    edges.press("Enter")
+    wait_idle(page)
+    for label, value in (("Examples (N)", "64"), ("Batch size", "16")):
+        box = page.get_by_role("spinbutton", name=label)
+        box.fill(value)
+        box.press("Enter")
+        wait_idle(page)
+    page.get_by_role("button", name="Preview examples").click()
+    page.locator('[data-testid="stMetricLabel"]', has_text="N4 mean cosine").wait_for()
+    wait_idle(page)
+    assert "One anchor" in page.inner_text("body")
+    assert_no_errors(page)
+    page.mouse.move(0, 0)
+    screenshot(page, "train-mgh-preview.png")
+
+    page.get_by_role("button", name="Start training").click()
+    page.locator('[data-testid="stMetricDelta"]').first.wait_for(timeout=120_000)
+    page.get_by_text("Base model, before training").wait_for(state="detached")
+    page.locator(".js-plotly-plot").first.wait_for()
+    wait_idle(page)
+    labels = page.locator(".js-plotly-plot .annotation-text").evaluate_all("els => els.map(e => e.textContent)")
+    assert labels == ["N4", "N3", "N2", "N1"]
+    assert_no_errors(page)
+    page.mouse.move(0, 0)
+    screenshot(page, "train-mgh.png")
+
+    _open(page, "Layers", "Layers")
+    page.get_by_role("heading", name="Which layers changed").wait_for()
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=120_000)
+    wait_idle(page)
+    assert "Linear CKA to the reference by layer" in page.inner_text("body")
+    assert_no_errors(page)
+    page.mouse.move(0, 0)
+    screenshot(page, "layers-cka.png")

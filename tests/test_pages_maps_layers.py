@@ -135,7 +135,7 @@ def test_layers_with_a_run_plot_both_curves_and_shade_frozen_layers(app, trained
     at = open_page(app, "app_pages/4_Layers.py")
     assert not at.exception and not at.error
     assert at.multiselect(key="layers_runs").value == [trained]
-    (fig,) = figures(at)
+    fig, _cka = figures(at)
     names = [t["name"] for t in fig["data"]]
     assert names[0] == "reference · model" and names[1].endswith(trained)
     assert [(s["x0"], s["x1"]) for s in fig["layout"]["shapes"]] == [(0.5, 1.5)]  # layer 1 frozen

@@ -1,5 +1,5 @@
 """Tables, charts and summary lines of a corpus for the pages (presentation only; the data comes from
-core.data.corpus, core.data.pairs and core.data.lists)."""
+core.data.corpus, core.data.pairs and core.data.lists, and a recipe's example statistics)."""
 
 from __future__ import annotations
 
@@ -97,3 +97,21 @@ def list_preview_frame(stats: dict) -> pd.DataFrame:
     """A list recipe's preview of its first training list (each member after the anchor: its list rank, the
     teacher's cosine to the anchor and rank, the training target and rank), with readable column names."""
     return pd.DataFrame(stats["preview"], columns=list(LIST_PREVIEW_COLUMNS)).rename(columns=LIST_PREVIEW_COLUMNS)
+
+
+def band_ranks(edges: list[int]) -> list[str]:
+    """Each band's reference-cosine ranks among other-label texts ("1–5", "6–20", ...) from its last ranks."""
+    return [f"{start + 1}–{stop}" if stop > start + 1 else f"{stop}" for start, stop in zip([0, *edges[:-1]], edges)]
+
+
+def band_preview_frame(stats: dict) -> pd.DataFrame:
+    """The multi-granularity recipe's preview of one anchor (core.training.mgh): the anchor, its positive and its
+    four band negatives N1..N4, each with the ranks its band covers and its reference cosine to the anchor (as text,
+    so the anchor's and positive's empty cells read blank rather than "None")."""
+    ranks = dict(zip((f"N{b}" for b in range(1, len(stats["edges"]) + 1)), band_ranks(stats["edges"])))
+    return pd.DataFrame({
+        "role": [row["role"] for row in stats["preview"]],
+        "ranks": [ranks.get(row["role"], "") for row in stats["preview"]],
+        "text": [row["text"] for row in stats["preview"]],
+        "reference cosine": ["" if row["cosine"] is None else f"{row['cosine']:.3f}" for row in stats["preview"]],
+    })

@@ -89,12 +89,14 @@ def metric_cards(before: dict | None, after: dict | None) -> None:
 
 
 def training_plot(run: Run, key: str) -> None:
-    """Loss curve with the evaluation curve (history) on a second axis, once there is something to draw."""
+    """Loss curve with the evaluation curve (history) on a second axis and the recipe's phases (a curriculum's
+    bands) marked, once there is something to draw."""
     if not run.losses and not run.history:
         if run.active:
             st.caption("The loss curve appears here once the first training steps are logged.")
         return
-    plot(loss_curve_figure(run.losses, run.history), safe_name(f"training-{run.id}"), key)
+    plot(loss_curve_figure(run.losses, run.history, run.progress.get("phases")), safe_name(f"training-{run.id}"),
+         key)
 
 
 def outcome(runs: RunStore, run: Run) -> None:

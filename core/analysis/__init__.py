@@ -3,7 +3,8 @@
 - ``projection``: aligned t-SNE / UMAP maps with a disk cache: ``aligned_maps``, ``tsne``, ``umap_2d``,
   ``subsample``, ``neighbour_changes``.
 - ``maps``: the Maps page's data and figures: ``map_data``, ``map_figures``, ``neighbours``, ``available_points``.
-- ``layers``: the Layers page's per-layer kNN curves and figure: ``layer_curves``, ``layers_figure``.
+- ``layers``: the Layers page's per-layer kNN curves, CKA to the reference per run, and their figures:
+  ``layer_curves``, ``layers_figure``, ``cka_curves``, ``cka_layers_figure``.
 - ``tradeoff``: P@k / S@k points of every run, the margin's active-triplet share, a metric before and after
   per run (STS Spearman, ordering): ``tradeoff_points``, ``margin_constraint_share``, ``metric_changes``,
   ``change_table``.

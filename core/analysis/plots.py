@@ -96,8 +96,8 @@ def cka_figure(
     frozen_layers: int = 0,
     frozen_embeddings: bool = False,
 ) -> go.Figure:
-    """Linear CKA per layer between each run and its reference (1.0 = unchanged), one line per run, on a fixed
-    0-1 axis so runs and corpora compare at a glance; frozen layers shaded as on the kNN curves."""
+    """Linear CKA per layer between each run and its reference (1.0 = unchanged), one line per run; frozen layers
+    shaded as on the kNN curves."""
     fig = go.Figure()
     for name, values in curves.items():
         fig.add_trace(go.Scatter(
@@ -108,8 +108,11 @@ def cka_figure(
     fig.update_layout(title="Linear CKA to the reference by layer (1.0 = unchanged)", hovermode="x unified",
                       legend_title_text="run", showlegend=True)  # named even when one run is shown
     fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
-    # A little headroom above 1.0, so an unchanged layer's marker is not cut in half by the frame.
-    fig.update_yaxes(title_text="CKA (1.0 = unchanged)", range=[0, 1.04], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    # The axis ends a little above 1.0 (an unchanged layer's marker is not cut in half) and starts a little below the
+    # lowest value: a run that changed little (CKA 0.99 everywhere) still shows WHICH layers changed most.
+    values = [v for values in curves.values() for v in values if math.isfinite(v)]
+    low = max(0.0, min(values, default=0.0) - 0.02)
+    fig.update_yaxes(title_text="CKA (1.0 = unchanged)", range=[low, 1 + 0.04 * (1 - low)])
     return fig
 
 
@@ -266,8 +269,10 @@ def token_weight_bars(tokens: Sequence[str], weights_ref: Sequence[float],
 def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None,
                       phases: list[dict] | None = None) -> go.Figure:
     """Training loss by step; evaluation points (P@k, S@k, accuracies, all in %) on a second y axis; `phases`
-    ([{"step", "label"}], e.g. a curriculum's bands) as dotted lines at the step count where each begins, labelled
-    at the top, so a jump in the loss can be read against the change that caused it."""
+    ([{"step", "label"}], e.g. a curriculum's bands, steps 0-based) as labelled dotted lines where each begins, so a
+    jump in the loss can be read against the change that caused it. A loss is logged under the step count after
+    its step, so the phase starting at 0-based step s covers logged points s + 1 onward: its line sits at s + 0.5,
+    between the last point of the previous phase and its own first."""
     series = [m for m in HEADLINE if any(m.key in e for e in evals or [])]
     fig = make_subplots(specs=[[{"secondary_y": bool(series)}]])
     fig.add_trace(go.Scatter(
@@ -282,7 +287,7 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None,
             hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>",
         ), secondary_y=True)
     for phase in phases or []:
-        fig.add_vline(x=phase["step"], line_dash="dot", line_color="grey", line_width=1,
+        fig.add_vline(x=phase["step"] + 0.5, line_dash="dot", line_color="grey", line_width=1,
                       annotation_text=html.escape(str(phase["label"])), annotation_position="top right")
     fig.update_layout(title="Training progress", hovermode="x unified")
     last = max([p["step"] for p in losses] + [e["step"] for e in evals or []] + [1])
