@@ -24,6 +24,7 @@ from ui.corpus_view import (
     pair_summary,
     size_range,
 )
+from ui.layout import escaped, literal
 from ui.state import Table
 
 SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
@@ -54,7 +55,7 @@ def choose_table() -> Table | None:
         if file is not None:
             return ui.state.upload_table(file)
         if current is not None and current.source == "upload":
-            st.caption(f"Using the uploaded file **{current.name}**; upload another one to replace it.")
+            st.caption(f"Using the uploaded file {literal(current.name)}; upload another one to replace it.")
             return current
         return None
     text = st.text_area("Paste a table with a header row (CSV, TSV or semicolon-separated)", height=150,
@@ -74,7 +75,7 @@ def choose_columns(table: Table) -> tuple[Columns, bool] | None:
         detected = detect_columns(table.df)
     except UserError as exc:
         detected = None
-        st.info(str(exc).split(";")[0] + "; pick it below.")  # the rest of core's message names CLI flags
+        st.info(escaped(str(exc).split(";")[0]) + "; pick it below.")  # the rest of core's message names CLI flags
     text_box, label_box, split_box, dedupe_box = st.columns([2, 2, 2, 1.3], vertical_alignment="bottom")
     text = text_box.selectbox("Text column", names, index=_index(names, detected and detected.text),
                               key=f"text_col:{table.key}", persist_state="session", placeholder="Pick a column")
@@ -102,7 +103,7 @@ def pick_roles(table: Table, detect, roles: dict[str, tuple[str, bool]], none: s
         detected = detect(table.df)
     except UserError as exc:
         detected = None
-        st.info(f"{exc} Pick them below.")
+        st.info(f"{escaped(exc)} Pick them below.")
     picked = {}
     for box, (role, (title, required)) in zip(st.columns(len(roles)), roles.items()):
         options = names if required else [none, *names]
@@ -197,7 +198,7 @@ def show_report(corpus) -> None:
     st.caption(f"{len(corpus.classes)} classes · {len(corpus.train_texts):,} train and {len(corpus.test_texts):,} "
                f"{corpus.target_split} texts · split: {report.split_source}")
     for warning in report.warnings:
-        st.warning(warning)
+        st.warning(escaped(warning))
     chart, preview = st.columns(2)
     with chart:
         st.markdown("**Class balance**")
@@ -223,7 +224,7 @@ def show_pair_report(corpus) -> None:
     st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} pairs · "
                f"split: {report.split_source}")
     for warning in report.warnings:
-        st.warning(warning)
+        st.warning(escaped(warning))
     frame = pair_frame(corpus)
     st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} pairs")
     st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
@@ -244,7 +245,7 @@ def show_list_report(corpus) -> None:
     st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} lists · "
                f"split: {report.split_source}")
     for warning in report.warnings:
-        st.warning(warning)
+        st.warning(escaped(warning))
     ids = (corpus.train.ids + corpus.test.ids)[:PREVIEW_ROWS]
     where = {list_id: "train" for list_id in corpus.train.ids}
     picked = st.selectbox("Preview list", ids, format_func=lambda i: f"{i} ({where.get(i, corpus.target_split)})",
@@ -332,12 +333,12 @@ if table is not None:
             if ui.state.use_table(table, *choice):
                 st.rerun()  # the sidebar, drawn before, must show the new corpus
 elif ui.state.corpus() is not None:
-    st.info(f"The current corpus stays **{ui.state.corpus().name}** until you give another table.")
+    st.info(f"The current corpus stays {literal(ui.state.corpus().name)} until you give another table.")
 
 corpus = ui.state.corpus()
 if corpus is None:
     st.stop()
-st.subheader(f"Validation report · {corpus.name}")
+st.subheader(f"Validation report · {literal(corpus.name)}")
 if corpus.kind == "lists":
     show_list_report(corpus)
     show_list_evaluation(corpus)

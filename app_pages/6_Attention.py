@@ -6,6 +6,7 @@ import streamlit as st
 import ui
 from core.analysis.attention import compare_attention
 from core.analysis.plots import attention_heatmaps, token_weight_bars
+from ui.layout import literal
 from ui.run_picker import pick_run
 
 st.title("Attention")
@@ -32,7 +33,7 @@ with run_box:
 
 def changes_note(changes: dict) -> None:
     def listing(rows: list[dict]) -> str:
-        return ", ".join(f"`{r['token']}` ({r['delta']:+.3f})" for r in rows) or "none"
+        return ", ".join(f"{literal(r['token'])} ({r['delta']:+.3f})" for r in rows) or "none"
 
     st.markdown(f"**Gained weight:** {listing(changes['gained'])}  \n**Lost weight:** {listing(changes['lost'])}")
 

@@ -9,6 +9,7 @@ scikit-learn or torch, and `python -m core runs` or a bad flag should answer at 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -23,11 +24,13 @@ from core.jobs.sweep import cancel, sweep_config
 from core.models.loading import DEFAULT_MODEL, load_model, resolve_model, setup_offline
 from core.runs.labels import knob_value
 from core.runs.store import RunStore
-from core.training.config import GENERAL, TrainConfig, for_recipe
+from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, for_recipe
 from core.training.params import Param
 from core.training.recipes import RECIPES, get_recipe, recipe_params
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C (128 + SIGINT)
+K_PARAM = dataclasses.replace(GENERAL_PARAMS["eval_k"], name="k")  # evaluate --k: a run's eval_k, by its flag's name
 
 
 class TqdmPhases:
@@ -61,25 +64,36 @@ def _corpus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
+def _warn(corpus) -> None:
+    """The corpus report's warnings (Latin-1 fallback, long texts, duplicates, unused split values) on stderr, as
+    the Corpus page shows them: a headless run must not change what it reads without saying so either."""
+    for warning in corpus.report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 def _load_corpus(args):
     from core.data.corpus import load_corpus
 
-    return load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
+    corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
+    _warn(corpus)
+    return corpus
 
 
 def cmd_evaluate(args) -> dict:
     from core.data.kinds import corpus_kind
     from core.evaluation.evaluate import EvalSettings, evaluate
 
+    k = K_PARAM.parse(args.k)
     if corpus_kind(args.corpus) != "labelled":
         return _evaluate_other(args)
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
     reference = model if args.reference in (None, args.model) else load_model(args.reference, args.device)
-    settings = EvalSettings(k=args.k, knn_metric=args.knn_metric)
+    settings = EvalSettings(k=k, knn_metric=args.knn_metric)
     bars = TqdmPhases()
     try:
-        result = evaluate(model, reference, corpus, settings, progress=bars, model_name=args.model or "all-MiniLM-L6-v2")
+        result = evaluate(model, reference, corpus, settings, progress=bars,
+                          model_name=args.model or "all-MiniLM-L6-v2")
     finally:
         bars.close()
     result["reference"] = args.reference or result["model"]
@@ -95,6 +109,7 @@ def _evaluate_other(args) -> dict:
     from core.evaluation.sts import evaluate_pairs
 
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
+    _warn(corpus)
     model, name = load_model(args.model, args.device), args.model or "all-MiniLM-L6-v2"
     if corpus.kind == "pairs":
         return evaluate_pairs(model, corpus, name)
@@ -143,9 +158,12 @@ def _print_evaluate(r: dict) -> None:
         value = r["sts_spearman"]
         print("no score column, so no STS Spearman" if value is None else f"STS Spearman x100 {value:.2f}")
         return
-    print(f"model {r['model']}  (S judged by {r['reference']}; targets: {r['targets']}, n={r['n_queries']}, pool={r['n_pool']})")
-    print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f})   S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f})")
-    print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})   linear probe {r.get('linear_accuracy', float('nan')):.3f}")
+    print(f"model {r['model']}  (S judged by {r['reference']}; targets: {r['targets']}, n={r['n_queries']}, "
+          f"pool={r['n_pool']})")
+    print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f})   "
+          f"S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f})")
+    print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})   "
+          f"linear probe {r.get('linear_accuracy', float('nan')):.3f}")
 
 
 def _print_layers(r: dict) -> None:
@@ -209,6 +227,7 @@ def _check_inputs(cfg) -> None:
     from core.data.pairs import load_pairs
 
     corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    _warn(corpus)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
     if cfg.sts_corpus and load_pairs(cfg.sts_corpus).columns.score is None:
         raise UserError(f"sts_corpus {cfg.sts_corpus} has no score column to correlate with.")
@@ -218,14 +237,13 @@ def _check_inputs(cfg) -> None:
 
 
 def follow(store, run_id: str) -> object:
-    """Start the run's worker process and show its progress until it ends; Ctrl-C cancels it."""
-
-
+    """Start the run's worker process and show its progress until it ends (a dead worker ends it as failed, see
+    launch.poll); Ctrl-C cancels it."""
     launch.start(store, run_id)
     bar, phase = None, None
     try:
         while True:
-            run = store.get(run_id)
+            run = launch.poll(store, run_id)
             prog = run.progress
             if prog.get("phase") != phase:
                 if bar is not None:
@@ -243,9 +261,9 @@ def follow(store, run_id: str) -> object:
     except KeyboardInterrupt:
         print("cancelling...", file=sys.stderr)
         cancel(store, run_id)
-        while store.get(run_id).status in ("queued", "running"):
+        while (run := launch.poll(store, run_id)).active:
             time.sleep(0.5)
-        return store.get(run_id)
+        return run
     finally:
         if bar is not None:
             bar.close()
@@ -256,7 +274,7 @@ def _finish_run(store, run, args) -> dict:
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
         raise RunFailed(code, f"run {run.id} failed: {run.error} (log: {store.run_dir(run.id) / 'worker.log'})")
     result = {"run_id": run.id, "status": run.status, "model_path": run.artefacts.get("model"),
-              "before": run.metrics_before, "after": run.metrics_after}
+              "before": run.before, "after": run.metrics_after}
     if run.status == "done" and args.out:
         from core.runs.export import export_run
 
@@ -303,7 +321,7 @@ def cmd_sweep(args) -> dict:
     children = sorted(store.list(sweep_id=sweep_id, with_losses=False), key=lambda r: r.created)
     return {"sweep_id": sweep_id, "status": run.status, "runs": [
         {"run_id": c.id, "recipe": c.config["recipe"], "margin": knob_value(c.config), "status": c.status,
-         "before": c.metrics_before, "after": c.metrics_after} for c in children]}
+         "before": c.before, "after": c.metrics_after} for c in children]}
 
 
 def cmd_runs(args) -> dict:
@@ -374,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "Spearman on a pair corpus; ordering accuracy and Kendall tau on a list corpus")
     _corpus_args(ev)
     ev.add_argument("--reference", default=None, help="frozen reference model for S@k (default: the model itself)")
-    ev.add_argument("--k", type=int, default=16)
+    ev.add_argument("--k", default="16", metavar="INT", help=K_PARAM.help)
     ev.add_argument("--knn-metric", choices=["euclidean", "cosine"], default="euclidean",
                     help="kNN on the model's embedding as it produces it (euclidean) or cosine")
     ly = sub.add_parser("layers", help="kNN accuracy of every layer's mean-pooled hidden state; with --compare, a "
@@ -405,7 +423,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     setup_offline()
     args = build_parser().parse_args(argv)
     run, show = COMMANDS[args.command]
@@ -417,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
+    except KeyboardInterrupt:  # Ctrl-C outside a run's follower (which cancels the run), or a second one in it
+        print("error: interrupted; a run already asked to stop still stops on its own (see: python -m core runs)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(result))
     else:

@@ -1,21 +1,32 @@
-"""Where ContrastLab keeps what it writes, and how: the home folder, its sub-folders, cache keys and
-atomic writes.
+"""Where ContrastLab keeps what it writes, and how: the home folder, its sub-folders, cache keys, atomic
+writes and the one reader of cache entries.
 
 One module owns these so two callers can never disagree on a path or a key (a caller that built its key
 by hand would silently lose every cache hit), and so every file appears whole or not at all: a crash
-mid-write leaves a temp file beside the target, never half an entry.
+mid-write leaves a temp file beside the target, never half an entry. Each cache entry has a sidecar with
+its size, checksum and shape, so a truncated, garbled or wrong-shaped entry (a full disk, a copy gone wrong)
+is recomputed with one warning instead of failing, or silently skewing, every later run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
+_log = logging.getLogger("contrastlab.cache")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ASSETS = REPO_ROOT / "assets"
@@ -89,9 +100,9 @@ def projection_entry(key_parts: object) -> Path:
 
 
 def examples_entry(corpus_key: str, model_fingerprint: str, fmt: str, settings: Sequence[object]) -> Path:
-    """Mined examples (a .parquet frame and a .json of stats share this stem)."""
+    """Mined examples: a Parquet frame, its stats in the entry's sidecar (cached_frame)."""
     payload = json.dumps([corpus_key, model_fingerprint, fmt, *settings])
-    return cache_dir("examples") / hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return cache_dir("examples") / f"{hashlib.sha256(payload.encode()).hexdigest()[:16]}.parquet"
 
 
 # ---------------------------------------------------------------- atomic writes
@@ -110,30 +121,105 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
+# ---------------------------------------------------------------- cache entries
+
+
+def _sidecar(path: Path) -> Path:
+    """`<entry>.json`: the entry's checksum, size and shape (and a frame's stats), written after the body."""
+    return path.with_name(path.name + ".json")
+
+
+def _checksum(path: Path) -> str:
+    """CRC-32 of the file: it catches truncated and garbled bodies (not tampering), at several times the speed of
+    SHA-256 on the large embedding entries every page draw reads."""
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            crc = zlib.crc32(chunk, crc)
+    return f"{crc:08x}"
+
+
+def _fits(found: Sequence[object], expected: Sequence[object] | None) -> bool:
+    """Whether a stored shape (or column list) is what the caller needs; None in `expected` matches anything."""
+    return expected is None or (len(found) == len(expected) and all(e is None or e == f for f, e in
+                                                                    zip(found, expected)))
+
+
+def _save_entry(path: Path, write: Callable[[Path], None], meta: dict) -> None:
+    """Write the body, then its sidecar. The old sidecar goes first, so a crash in between leaves a miss, never a
+    sidecar that vouches for another body."""
+    _sidecar(path).unlink(missing_ok=True)
+    write_atomic(path, write)
+    meta = {**meta, "bytes": path.stat().st_size, "crc32": _checksum(path)}
+    write_atomic(_sidecar(path), lambda tmp: tmp.write_text(json.dumps(meta)))
+
+
+def _load_entry(path: Path, load: Callable[[Path, dict], T], key: str, expected: Sequence[object] | None
+                ) -> T | None:
+    """load(path, sidecar) of a sound entry, else None. ONE reader for every cache: an entry whose size, checksum or
+    shape (`key` in its sidecar vs `expected`) is wrong, or that fails to load, is deleted with one warning, so the
+    caller recomputes it once and every later read is a hit. An entry without a sidecar was never finished (or
+    comes from a version without sidecars): a silent miss."""
+    sidecar = _sidecar(path)
+    if not (path.exists() and sidecar.exists()):
+        return None
+    try:
+        meta = json.loads(sidecar.read_text())
+        if path.stat().st_size != meta["bytes"]:
+            problem = f"it has {path.stat().st_size:,} bytes instead of {meta['bytes']:,}"
+        elif _checksum(path) != meta["crc32"]:
+            problem = "its contents do not match their checksum"
+        elif not _fits(meta[key], expected):
+            wanted = ", ".join("any" if e is None else str(e) for e in expected or [])
+            problem = f"its {key} is {meta[key]}, not [{wanted}]"
+        else:
+            return load(path, meta)
+    except Exception as exc:  # a cache holds only what can be recomputed: no way it fails to read may stop a run
+        problem = f"it could not be read ({type(exc).__name__})"
+    _log.warning("Cache entry %s/%s was unusable (%s); deleted it and computing it again.",
+                 path.parent.name, path.name, problem)
+    path.unlink(missing_ok=True)
+    sidecar.unlink(missing_ok=True)
+    return None
+
+
 def save_array(path: Path, array: np.ndarray) -> None:
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as fh:
             np.save(fh, array)
 
-    write_atomic(path, write)
+    _save_entry(path, write, {"shape": list(np.shape(array))})
 
 
-def load_array(path: Path) -> np.ndarray | None:
-    """The cached array, or None when absent; a corrupt entry is removed and recomputed, not trusted."""
-    if not path.exists():
-        return None
-    try:
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError):
-        path.unlink(missing_ok=True)
-        return None
+def load_array(path: Path, shape: Sequence[int | None] | None = None) -> np.ndarray | None:
+    """The cached array, or None when absent or unusable; `shape` (None = any size on that axis) is what the
+    caller needs, so an entry for other texts is never returned."""
+    return _load_entry(path, lambda p, _meta: np.load(p, allow_pickle=False), "shape", shape)
 
 
-def cached_array(path: Path, compute: Callable[[], np.ndarray]) -> np.ndarray:
+def cached_array(path: Path, compute: Callable[[], np.ndarray], shape: Sequence[int | None] | None = None
+                 ) -> np.ndarray:
     """The array cached at `path`, or compute() saved there atomically."""
-    found = load_array(path)
+    found = load_array(path, shape)
     if found is not None:
         return found
     result = np.asarray(compute())
     save_array(path, result)
     return result
+
+
+def cached_frame(path: Path, compute: Callable[[], tuple[pd.DataFrame, dict]], columns: Sequence[str]
+                 ) -> tuple[pd.DataFrame, dict]:
+    """(frame, stats) cached at `path` (Parquet; the stats live in its sidecar), or compute() saved there."""
+    def load(p: Path, meta: dict) -> tuple[pd.DataFrame, dict]:
+        import pandas as pd  # here, not at the top: `python -m core runs` imports storage and must start fast
+
+        return pd.read_parquet(p), meta["stats"]
+
+    found = _load_entry(path, load, "columns", list(columns))
+    if found is not None:
+        return found
+    frame, stats = compute()
+    _save_entry(path, lambda tmp: frame.to_parquet(tmp, index=False), {"columns": list(frame.columns),
+                                                                      "rows": len(frame), "stats": stats})
+    return frame, stats

@@ -30,14 +30,14 @@ def test_home_shows_demo_corpus_model_and_links(app):
     assert cards["Corpus"] == "demo_corpus"
     assert cards["Reference model"] == "model"  # the tiny model's directory name
     assert cards["Device"] == "cpu"
-    assert "**Corpus** · demo_corpus" in [m.value for m in app.sidebar.markdown]
+    assert "**Corpus** · `demo_corpus`" in [m.value for m in app.sidebar.markdown]
     assert "Corpus" in [link.proto.page for link in app.get("page_link")]
 
 
 def test_corpus_page_reports_charts_and_evaluates_once(corpus_page, monkeypatch):
     at = corpus_page
     assert not at.exception and not at.error
-    assert at.subheader[0].value == "Validation report · demo_corpus"
+    assert at.subheader[0].value == "Validation report · `demo_corpus`"
     cards = metrics(at)
     assert cards["Rows read"] == cards["Rows kept"] == "829"
     assert cards["Over-long texts"] == "0"
@@ -67,7 +67,7 @@ def test_bad_upload_shows_one_line_error_and_keeps_corpus(corpus_page):
     assert not at.exception
     assert [e.value for e in at.error] == [
         "broken.parquet is not a Parquet file (it lacks the PAR1 header); check the file or its extension."]
-    assert at.subheader[0].value == "Validation report · demo_corpus"
+    assert at.subheader[0].value == "Validation report · `demo_corpus`"
 
     at.text_input[0].set_value("no-such-model").run()
     assert not at.exception
@@ -81,14 +81,14 @@ def test_upload_replaces_corpus_and_bad_paste_shows_error(corpus_page):
     at.radio(key="corpus_source").set_value("Upload a file").run()
     at.file_uploader[0].upload("mine.csv", ("text,label\n" + rows).encode(), "text/csv").run()
     assert not at.exception and not at.error
-    assert at.subheader[0].value == "Validation report · mine"
-    assert "**Corpus** · mine" in [m.value for m in at.sidebar.markdown]
+    assert at.subheader[0].value == "Validation report · `mine`"
+    assert "**Corpus** · `mine`" in [m.value for m in at.sidebar.markdown]
 
     at.radio(key="corpus_source").set_value("Paste a table").run()
     at.text_area(key="corpus_paste").set_value("text,label\nonly one,a\nclass here,a\n").run()
     assert not at.exception
     assert len(at.error) == 1 and at.error[0].value.startswith("Only one class ('a')")
-    assert at.subheader[0].value == "Validation report · mine"
+    assert at.subheader[0].value == "Validation report · `mine`"
 
 
 def test_guard_shows_unexpected_errors_without_traceback():
@@ -124,7 +124,7 @@ def test_pages_run_inside_the_app_frame(app):
         at = app.switch_page(page).run()
         assert not at.exception
         summary = [m.value for m in at.sidebar.markdown]
-        assert summary.count("**Corpus** · demo_corpus") == 1  # drawn once, by app.py
+        assert summary.count("**Corpus** · `demo_corpus`") == 1  # drawn once, by app.py
     assert app.title[0].value == "Definitions"
     assert app.markdown and not app.warning  # docs/definitions.md, rendered
 

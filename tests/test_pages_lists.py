@@ -43,7 +43,7 @@ def list_table(n: int = 12) -> str:
 def test_pasted_list_table_shows_report_one_list_and_ordering(app, tiny_model):
     at = paste_table(app, list_table())
     no_errors(at)
-    assert at.subheader[0].value == "Validation report · pasted table"
+    assert at.subheader[0].value == "Validation report · `pasted table`"
     assert "**List corpus**: 12 lists, sizes 4–5, list file" in [m.value for m in at.markdown]
     assert {s.label: s.value for s in at.selectbox}.items() >= {
         "List id column": "qid", "Rank column": "rank", "Text column": "passage", "Split column": "fold"}.items()

@@ -43,7 +43,7 @@ def pasted(text: str) -> str:
 def test_pasted_pair_table_shows_pair_report_and_sts_score(app):
     at = paste_table(app, pasted(pair_table()))
     no_errors(at)
-    assert at.subheader[0].value == "Validation report · pasted table"
+    assert at.subheader[0].value == "Validation report · `pasted table`"
     markdown = [m.value for m in at.markdown]
     assert ("**Pair corpus**: 40 pairs, scores 0–5, labels entailment 12 · neutral 14 · contradiction 14"
             in markdown)

@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from core.analysis.plots import plot_text
 from core.data.corpus import Corpus
 from core.data.lists import ListCorpus
 from core.data.pairs import NLI_LABELS, PairCorpus
@@ -34,7 +35,7 @@ def balance_figure(corpus: Corpus) -> go.Figure:
             for split, counts in (("train", summary["class_counts_train"]),
                                   (corpus.target_split, summary["class_counts_test"]))
             for label, n in counts.items()]
-    df = pd.DataFrame(rows, columns=["split", "class", "texts"])
+    df = pd.DataFrame([(split, plot_text(label), n) for split, label, n in rows], columns=["split", "class", "texts"])
     fig = px.bar(df, x="class", y="texts", color="split", barmode="group", text="texts")
     fig.update_traces(textposition="outside", cliponaxis=False)
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=10), legend_title_text="",

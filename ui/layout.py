@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -16,6 +17,26 @@ from ui.corpus_view import list_summary, pair_summary
 from ui.resources import device, run_store
 from ui.run_control import get_run
 from ui.run_picker import shown_run
+
+
+def literal(text: object) -> str:
+    """`text` as a Markdown code span, for a name or label shown on its own (a file name, a class).
+
+    Nothing inside a code span is parsed: not links, images, HTML or emphasis, and not what Streamlit turns into
+    emoji, icons or links in plain text even when escaped (:smile:, :streamlit:, www.x.com). The fence is one
+    backtick longer than any run inside, padded with a space where the text starts or ends with one.
+    """
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if not text or text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def escaped(text: object) -> str:
+    """`text` with every ASCII punctuation character backslash-escaped, for a sentence that quotes user input (a
+    report warning naming a file): CommonMark lets any of them be escaped, so no link, image, HTML, emphasis,
+    heading, table, $math$ or :directive[...] can form."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", str(text))
 
 
 def require_corpus(page: str, kind: str = "labelled") -> Corpus | PairCorpus | ListCorpus:
@@ -45,7 +66,7 @@ def sidebar() -> None:
         if corpus is None:
             st.markdown("**Corpus** · none loaded")
         else:
-            st.markdown(f"**Corpus** · {corpus.name}")
+            st.markdown(f"**Corpus** · {literal(corpus.name)}")
             if corpus.kind == "pairs":
                 st.caption(pair_summary(corpus))
             elif corpus.kind == "lists":
@@ -53,7 +74,7 @@ def sidebar() -> None:
             else:
                 n_rows = len(corpus.train_texts) + len(corpus.test_texts)
                 st.caption(f"{n_rows:,} rows · {len(corpus.classes)} classes: {_class_list(corpus.classes)}")
-        st.markdown(f"**Reference model** · `{model_label(model)}`", help=model)
+        st.markdown(f"**Reference model** · {literal(model_label(model))}", help=literal(model))
         run_line()
         st.markdown(f"**Device** · {device()}")
 
@@ -76,5 +97,5 @@ def run_line() -> None:
 
 
 def _class_list(classes: list[str], limit: int = 6) -> str:
-    shown = ", ".join(classes[:limit])
+    shown = ", ".join(map(literal, classes[:limit]))
     return shown + (f", … (+{len(classes) - limit})" if len(classes) > limit else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.errors import UserError
 from core.models.loading import load_model, pick_device
 from core.runs.store import RunStore
 from core.storage import home
@@ -37,5 +38,10 @@ def _store(root: str) -> RunStore:
 
 def run_store() -> RunStore:
     """The run store under CONTRASTLAB_HOME, opened once per server process (per home, for tests): opening
-    one creates its schema under a write lock, which a rerun must not wait for."""
-    return _store(str(home()))
+    one creates its schema under a write lock, which a rerun must not wait for. A busy, full or damaged database
+    stops the page with its one-line message (a failed open is not cached, so the next rerun tries again)."""
+    try:
+        return _store(str(home()))
+    except UserError as exc:
+        st.error(str(exc))
+        st.stop()

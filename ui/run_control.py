@@ -31,11 +31,12 @@ def select(run_id: str | None) -> None:
 
 
 def get_run(runs: RunStore, run_id: str | None) -> Run | None:
-    """The run, or None when there is no id or it is gone (deleted meanwhile, or a hand-edited URL)."""
+    """The run, or None when there is no id or it is gone (deleted meanwhile, or a hand-edited URL). Read through
+    launch.poll, so a run whose worker died shows as failed instead of running forever."""
     if not run_id:
         return None
     try:
-        return runs.get(run_id)
+        return launch.poll(runs, run_id)
     except UserError:
         return None
 

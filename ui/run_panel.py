@@ -133,9 +133,9 @@ def _draw(runs: RunStore, run: Run, key: str) -> None:
         fraction, text = progress_text(run)
         st.progress(fraction, text=text)
         cancel_button(runs, run, key=f"{key}:cancel:{run.id}")
-        if run.progress.get("metrics_before"):
+        if run.before:
             st.caption("Base model, before training:")
-            metric_cards(run.progress["metrics_before"], None)
+            metric_cards(run.before, None)
     else:
         outcome(runs, run)
     if run.kind == "sweep":

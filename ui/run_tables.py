@@ -66,7 +66,7 @@ def metrics_frame(runs: Iterable[Run]) -> pd.DataFrame:
     """Before and after headline metrics of each run side by side (percent), one row per metric."""
     columns = {}
     for run in runs:
-        for when, metrics in (("before", run.metrics_before), ("after", run.metrics_after)):
+        for when, metrics in (("before", run.before), ("after", run.metrics_after)):
             columns[f"{run.id} {when}"] = [
                 None if not metrics or metrics.get(m.key) is None else m.shown(metrics[m.key]) for m in HEADLINE]
     return pd.DataFrame(columns, index=[m.short.format(k="k") for m in HEADLINE])

@@ -114,7 +114,7 @@ def upload_table(file: Any) -> Table:
 
 
 def pasted_table(text: str) -> Table:
-    key = "paste:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    key = "paste:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]  # read_pasted judges it
     current = table()
     if current is not None and current.key == key:
         return current

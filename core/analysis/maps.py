@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.analysis import projection
-from core.analysis.plots import map_figure
+from core.analysis.plots import map_figure, plot_text
 from core.data.corpus import Corpus
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets
 from core.evaluation.metrics import knn_accuracy
@@ -76,7 +76,7 @@ def _reference_map(emb: np.ndarray, method: str, seed: int) -> np.ndarray:
     no params, no init), so the first run trained later starts from this very map without recomputing it."""
     project = projection.tsne if method == "tsne" else projection.umap_2d
     return projection.cached_projection(projection.reference_map_key(method, emb, seed, {}),
-                                        lambda: project(emb, seed=seed))
+                                        lambda: project(emb, seed=seed), rows=len(emb))
 
 
 def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points: int = 2000, seed: int = 0,
@@ -122,7 +122,7 @@ def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points:
 
 
 def map_title(name: str, accuracy: float, data: MapData) -> str:
-    return (f"{name} · kNN accuracy {accuracy:.1%} "
+    return (f"{plot_text(name)} · kNN accuracy {accuracy:.1%} "
             f"<sup>(all {data.n_test:,} test texts, k={SETTINGS.knn_k})</sup>")
 
 

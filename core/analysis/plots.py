@@ -1,6 +1,8 @@
 """Plotly figure builders for the pages: pure functions returning go.Figure, no Streamlit.
 
-User texts reach hover labels, which plotly renders as HTML, so they are escaped and wrapped here.
+Plotly reads a subset of HTML (<b>, <a>, <br>, ...) in every string it draws (legend names, tick labels, hover
+labels, annotations), so every user string (texts, class labels, tokens, run and recipe names) goes through
+`plot_text` here, and hover templates name a trace's label by reference (%{fullData.name}), never by value.
 """
 
 from __future__ import annotations
@@ -28,10 +30,16 @@ def label_colours(labels: Sequence[str]) -> dict[str, str]:
     return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(map(str, labels))))}
 
 
+def plot_text(text: object) -> str:
+    """A user string as plotly shows it literally: &, < and > escaped. Not html.escape's quotes: plotly decodes only
+    a few named entities (&amp; &lt; &gt; among them, &quot; not), so a quote token would show as &quot;."""
+    return html.escape(str(text), quote=False)
+
+
 def hover_text(text: str, limit: int = HOVER_CHARS, width: int = 60) -> str:
-    """Truncated, HTML-escaped and wrapped, so long or markup-like texts stay readable in a tooltip."""
+    """Truncated, escaped and wrapped, so long or markup-like texts stay readable in a tooltip."""
     short = text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-    return "<br>".join(html.escape(line) for line in textwrap.wrap(short, width) or [""])
+    return "<br>".join(plot_text(line) for line in textwrap.wrap(short, width) or [""])
 
 
 def map_figure(
@@ -43,7 +51,8 @@ def map_figure(
     method: str = "t-SNE",
 ) -> go.Figure:
     """One scatter trace per label (legend = classes); customdata[0] is the row in `coords`, so a page can
-    map a selected point back to its text. `highlight` rings one point (e.g. the selected one)."""
+    map a selected point back to its text. `highlight` rings one point (e.g. the selected one). `title` is plotly
+    markup (it may hold <sup>): a user string in it is the caller's to pass through plot_text."""
     coords = np.asarray(coords)
     labels = [str(lab) for lab in labels]
     if not len(coords) == len(labels) == len(texts):
@@ -53,10 +62,10 @@ def map_figure(
     for lab, colour in label_colours(labels).items():
         rows = [i for i, x in enumerate(labels) if x == lab]
         fig.add_trace(scatter(
-            x=coords[rows, 0], y=coords[rows, 1], mode="markers", name=lab,
+            x=coords[rows, 0], y=coords[rows, 1], mode="markers", name=plot_text(lab),
             marker={"color": colour, "size": 6, "opacity": 0.8},
             customdata=[[i, hover_text(texts[i])] for i in rows],
-            hovertemplate=f"<b>{html.escape(lab)}</b> · #%{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>",
+            hovertemplate="<b>%{fullData.name}</b> · #%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
         ))
     if highlight is not None:
         fig.add_trace(go.Scatter(
@@ -81,8 +90,8 @@ def layer_curve_figure(
     fig = go.Figure()
     for name, accs in curves.items():
         fig.add_trace(go.Scatter(
-            x=list(range(len(accs))), y=accs, mode="lines+markers", name=name,
-            hovertemplate=f"{html.escape(name)}<br>layer %{{x}}: %{{y:.3f}}<extra></extra>",
+            x=list(range(len(accs))), y=accs, mode="lines+markers", name=plot_text(name),
+            hovertemplate="%{fullData.name}<br>layer %{x}: %{y:.3f}<extra></extra>",
         ))
     _shade_frozen(fig, frozen_layers, frozen_embeddings)
     fig.update_layout(title="kNN accuracy by layer", hovermode="x unified", legend_title_text="model")
@@ -101,8 +110,8 @@ def cka_figure(
     fig = go.Figure()
     for name, values in curves.items():
         fig.add_trace(go.Scatter(
-            x=list(range(len(values))), y=values, mode="lines+markers", name=name,
-            hovertemplate=f"{html.escape(name)}<br>layer %{{x}}: CKA %{{y:.3f}}<extra></extra>",
+            x=list(range(len(values))), y=values, mode="lines+markers", name=plot_text(name),
+            hovertemplate="%{fullData.name}<br>layer %{x}: CKA %{y:.3f}<extra></extra>",
         ))
     _shade_frozen(fig, frozen_layers, frozen_embeddings)
     fig.update_layout(title="Linear CKA to the reference by layer (1.0 = unchanged)", hovermode="x unified",
@@ -143,12 +152,13 @@ def tradeoff_figure(points: list[dict], k: int = 16) -> go.Figure:
     for name, group in groups.items():
         ref = name == "reference"
         fig.add_trace(go.Scatter(
-            x=[p["similarity"] for p in group], y=[p["polarity"] for p in group], mode="markers", name=name,
+            x=[p["similarity"] for p in group], y=[p["polarity"] for p in group], mode="markers",
+            name=plot_text(name),
             error_x={"type": "data", "array": [p.get("similarity_sd", 0.0) for p in group], "thickness": 1},
             error_y={"type": "data", "array": [p.get("polarity_sd", 0.0) for p in group], "thickness": 1},
             marker={"symbol": "star" if ref else "circle", "size": 16 if ref else 9,
                     **({"color": "black"} if ref else {})},
-            customdata=[[html.escape(str(p.get("name", ""))), html.escape(str(p.get("recipe") or "–")),
+            customdata=[[plot_text(p.get("name", "")), plot_text(p.get("recipe") or "–"),
                          _margin_text(p.get("margin")), p.get("polarity_sd", 0.0), p.get("similarity_sd", 0.0)]
                         for p in group],
             hovertemplate=hover,
@@ -171,7 +181,7 @@ def sts_change_figure(rows: list[dict]) -> go.Figure:
     the direction and size of each change read at a glance; rows as
     core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives."""
     fig = go.Figure()
-    names = [html.escape(r["run_id"]) for r in rows]
+    names = [plot_text(r["run_id"]) for r in rows]
     for r, name in zip(rows, names):
         fig.add_trace(go.Scatter(x=[r["before"], r["after"]], y=[name, name], mode="lines", showlegend=False,
                                  line={"color": "lightgrey", "width": 3}, hoverinfo="skip"))
@@ -180,7 +190,7 @@ def sts_change_figure(rows: list[dict]) -> go.Figure:
                              hovertemplate="%{y}: before %{x:.1f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=[r["after"] for r in rows], y=names, mode="markers", name="after",
                              marker={"color": ["#2b8a3e" if r["change"] >= 0 else "#c92a2a" for r in rows], "size": 12},
-                             customdata=[[html.escape(r["name"]), r["change"]] for r in rows],
+                             customdata=[[plot_text(r["name"]), r["change"]] for r in rows],
                              hovertemplate="%{customdata[0]}<br>after %{x:.1f} (%{customdata[1]:+.1f})<extra></extra>"))
     fig.update_layout(title="STS Spearman before → after training", height=120 + 40 * len(rows),
                       legend={"orientation": "h", "y": -0.2})
@@ -192,7 +202,7 @@ def sts_change_figure(rows: list[dict]) -> go.Figure:
 def _token_axis(tokens: Sequence[str]) -> dict:
     """Tokens repeat ("the", "."), which a categorical axis would merge; use positions with token ticks."""
     return {"tickmode": "array", "tickvals": list(range(len(tokens))),
-            "ticktext": [html.escape(t) for t in tokens], "tickfont": {"size": 9}}
+            "ticktext": [plot_text(t) for t in tokens], "tickfont": {"size": 9}}
 
 
 def attention_heatmaps(attn: np.ndarray, tokens: Sequence[str], title: str, cols: int = 4) -> go.Figure:
@@ -214,7 +224,7 @@ def attention_heatmaps(attn: np.ndarray, tokens: Sequence[str], title: str, cols
     shape = (rows * step - (step - s), cols * step - (step - s))
     z_heads, z_sum = np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32)
     text = np.full(shape, "", dtype=object)
-    safe = [html.escape(t) for t in tokens]
+    safe = [plot_text(t) for t in tokens]
     pair = np.array([[f"{safe[q]} → {safe[t]}" for t in range(s)] for q in range(s)], dtype=object)
     annotations = []
     for i, (panel, name) in enumerate(zip(panels, names)):
@@ -255,7 +265,7 @@ def token_weight_bars(tokens: Sequence[str], weights_ref: Sequence[float],
     if not len(tokens) == len(weights_ref) == len(weights_tuned):
         raise ValueError("tokens and both weight lists must have the same length")
     x = list(range(len(tokens)))
-    safe = [html.escape(t) for t in tokens]
+    safe = [plot_text(t) for t in tokens]
     fig = go.Figure()
     for name, weights in (("reference", weights_ref), ("fine-tuned", weights_tuned)):
         fig.add_trace(go.Bar(x=x, y=list(weights), name=name, customdata=safe,
@@ -288,7 +298,7 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None,
         ), secondary_y=True)
     for phase in phases or []:
         fig.add_vline(x=phase["step"] + 0.5, line_dash="dot", line_color="grey", line_width=1,
-                      annotation_text=html.escape(str(phase["label"])), annotation_position="top right")
+                      annotation_text=plot_text(phase["label"]), annotation_position="top right")
     fig.update_layout(title="Training progress", hovermode="x unified")
     last = max([p["step"] for p in losses] + [e["step"] for e in evals or []] + [1])
     fig.update_xaxes(title_text="step", dtick=max(1, round(last / 10)))  # whole steps, also on short runs

@@ -128,9 +128,10 @@ def aligned_maps(
         ref_map = _project(method, ref_emb, None, seed, params)
         return ref_map, _project(method, tuned_emb, ref_map, seed, params)
     ref_key = reference_map_key(method, ref_emb, seed, params)
-    ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params))
+    rows = len(ref_emb)
+    ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params), rows)
     tuned_key = (method, array_fingerprint(tuned_emb), seed, params, "init", key_hash(ref_key))
-    return ref_map, cached_projection(tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params))
+    return ref_map, cached_projection(tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params), rows)
 
 
 def subsample(n: int, max_points: int, labels: Sequence, seed: int = 0) -> np.ndarray:
@@ -169,9 +170,10 @@ def reference_map_key(method: str, emb: np.ndarray, seed: int, params: dict) -> 
     return (method, array_fingerprint(emb), seed, params, "init", None)
 
 
-def cached_projection(key_parts: tuple, compute: Callable[[], np.ndarray]) -> np.ndarray:
-    """The cached map for this key, or compute() written atomically; a corrupt entry is recomputed."""
-    return cached_array(projection_entry(key_parts), compute)
+def cached_projection(key_parts: tuple, compute: Callable[[], np.ndarray], rows: int | None = None) -> np.ndarray:
+    """The cached map for this key, or compute() written atomically; a corrupt entry, or one that is not
+    (rows, 2), is recomputed."""
+    return cached_array(projection_entry(key_parts), compute, (rows, 2))
 
 
 # --- what moved around a selected point ---------------------------------------------------------------

@@ -111,7 +111,7 @@ def metric_changes(store: RunStore, key: str) -> list[dict]:
     an STS corpus), ordering accuracy and Kendall tau from a list recipe's run."""
     rows = []
     for run in store.list(kind="train", with_losses=False)[::-1]:
-        before = (run.metrics_before or {}).get(key)
+        before = (run.before or {}).get(key)
         after = (run.metrics_after or {}).get(key)
         if run.status == "done" and before is not None and after is not None:
             rows.append({"run_id": run.id, "name": run_label(run), "recipe": run.config.get("recipe"),

@@ -12,7 +12,6 @@ and band (24 on TREC), each re-searching the corpus. The per-class search below 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +22,7 @@ from core.data.mining import Examples, MiningSettings, mine_neighbours, search_w
 from core.errors import UserError, shorten
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
-from core.storage import examples_entry, texts_hash, write_atomic
+from core.storage import cached_frame, examples_entry, texts_hash
 
 EDGES = (5, 20, 50, 100)  # last rank of N1..N4
 TEXT_COLUMNS = ["anchor", "positive", "n1", "n2", "n3", "n4"]
@@ -119,11 +118,10 @@ def mine_bands(reference, texts: list[str], labels: np.ndarray, settings: BandSe
     p = settings.positives
     path = examples_entry(corpus_fp or texts_hash(texts), model_fp, "banded",
                           (*settings.edges, p.k, p.threshold, p.max_examples, p.seed))
-    frame_path, stats_path = path.with_suffix(".parquet"), path.with_suffix(".json")
-    if frame_path.exists() and stats_path.exists():
-        return Examples("banded", pd.read_parquet(frame_path), json.loads(stats_path.read_text()))
-    emb = encode_cached(reference, texts, fingerprint=model_fp, progress=progress)
-    examples = build_banded(texts, labels, emb, settings)
-    write_atomic(frame_path, lambda tmp: examples.frame.to_parquet(tmp, index=False))
-    write_atomic(stats_path, lambda tmp: tmp.write_text(json.dumps(examples.stats)))
-    return examples
+
+    def compute() -> tuple[pd.DataFrame, dict]:
+        emb = encode_cached(reference, texts, fingerprint=model_fp, progress=progress)
+        examples = build_banded(texts, labels, emb, settings)
+        return examples.frame, examples.stats
+
+    return Examples("banded", *cached_frame(path, compute, TEXT_COLUMNS + COSINE_COLUMNS))

@@ -12,6 +12,7 @@ import io
 import json
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from core.errors import UserError
+from core.errors import UserError, shorten
 from core.storage import ASSETS, corpora_dir, write_atomic
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
@@ -31,6 +32,7 @@ MIN_ROWS = 10
 HOLDOUT_FRACTION = 0.1
 SPLIT_SEED = 0
 LONG_TEXT_CHARS = 1000
+MAX_JSON_DEPTH = 100  # a cell nested deeper could make str() or repr() of it hit the recursion limit later
 
 TEXT_NAMES = ("text", "sentence", "headline", "document", "content", "review", "question", "body",
               "message", "comment", "tweet", "utterance", "query", "passage", "abstract", "title")
@@ -38,13 +40,17 @@ LABEL_NAMES = ("label", "labels", "class", "category", "target", "is_sarcastic",
                "intent", "polarity", "emotion", "class_label", "coarse_label", "fine_label", "y")
 SPLIT_NAMES = ("split", "fold", "partition", "subset")
 VALIDATION_NAMES = ("validation", "dev", "val", "valid")
+SPLIT_VALUES = ("train", "test", *VALIDATION_NAMES)
 
 DELIMITED = {".csv": None, ".txt": None, ".tsv": "\t", ".tab": "\t"}
 JSON_EXTS = (".jsonl", ".ndjson", ".json")
 PARQUET_EXTS = (".parquet", ".pq")
 SNIFF_DELIMITERS = (",", "\t", ";")
 SUPPORTED = ".csv, .tsv, .txt, .jsonl, .json or .parquet"
-INT_RE = re.compile(r"-?\d+")
+INT_RE = re.compile(r"-?\d{1,300}")  # longer digit strings are read as floats (inf, so refused): int() stops at 4,300
+SURROGATE_RE = re.compile("[\ud800-\udfff]")
+SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -127,15 +133,18 @@ def read_table(data: bytes, filename: str, max_bytes: int = DEFAULT_MAX_BYTES) -
     """Parse an uploaded file by its extension; returns the table and any warnings about how it was read."""
     _check_size(len(data), filename, max_bytes)
     if not data.strip():
-        raise UserError(f"{filename} is empty; upload a table with a header row and at least a text and a label column.")
+        raise UserError(f"{filename} is empty; upload a table with a header row and at least a text and a label "
+                        "column.")
     ext = Path(filename).suffix.lower()
     if ext in PARQUET_EXTS:
         return _tidy(_parse_parquet(data, filename), filename), []
     if ext not in DELIMITED and ext not in JSON_EXTS:
         raise UserError(f"{filename} has an unsupported file type '{ext or '(none)'}'; use {SUPPORTED}.")
     text, warnings = _decode(data, filename)
-    df = _parse_json(text, filename) if ext in JSON_EXTS else _parse_delimited(text, filename, DELIMITED[ext])
-    return _tidy(df, filename), warnings
+    if ext in JSON_EXTS:
+        return _tidy(_parse_json(text, filename), filename), warnings
+    df, read_warnings = _parse_delimited(text, filename, DELIMITED[ext])
+    return _tidy(df, filename), warnings + read_warnings
 
 
 def read_pasted(text: str) -> tuple[pd.DataFrame, list[str]]:
@@ -143,7 +152,11 @@ def read_pasted(text: str) -> tuple[pd.DataFrame, list[str]]:
     if not text or not text.strip():
         raise UserError("The pasted text is empty; paste a table with a header row such as 'text,label'.")
     _check_size(len(text), "The pasted text", DEFAULT_MAX_BYTES)
-    return _tidy(_parse_delimited(text.strip("\r\n"), "the pasted text", None), "the pasted text"), []
+    if SURROGATE_RE.search(text):
+        raise UserError("The pasted text holds a lone surrogate (half of a UTF-16 pair, U+D800 to U+DFFF), which is "
+                        "not a character; remove it and paste again.")
+    df, warnings = _parse_delimited(text.strip("\r\n"), "the pasted text", None)
+    return _tidy(df, "the pasted text"), warnings
 
 
 def _check_size(n_bytes: int, filename: str, max_bytes: int) -> None:
@@ -196,7 +209,7 @@ def _sniff_delimiter(text: str) -> str:
     return max(SNIFF_DELIMITERS, key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
 
 
-def _parse_delimited(text: str, source: str, sep: str | None) -> pd.DataFrame:
+def _parse_delimited(text: str, source: str, sep: str | None) -> tuple[pd.DataFrame, list[str]]:
     sep = sep or _sniff_delimiter(text)
     kind = {",": "CSV", "\t": "TSV", ";": "semicolon-separated CSV"}[sep]
     try:
@@ -204,27 +217,46 @@ def _parse_delimited(text: str, source: str, sep: str | None) -> pd.DataFrame:
         header = next((row for row in csv.reader(io.StringIO(text), delimiter=sep) if any(c.strip() for c in row)), [])
         check_unique_names([c.strip() for c in header], source)
         # Only empty cells are missing: a text reading "NA" or "null" is still a text.
-        return pd.read_csv(io.StringIO(text), sep=sep, keep_default_na=False, na_values=[""], low_memory=False)
+        df = pd.read_csv(io.StringIO(text), sep=sep, keep_default_na=False, na_values=[""], low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, csv.Error) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"Could not parse {source} as {kind} ({reason}); check the delimiter and quoting.") from None
+    return df, _multiline_warnings(text, df, source)
+
+
+def _multiline_warnings(text: str, df: pd.DataFrame, source: str) -> list[str]:
+    """Rows whose cells hold line breaks, counted against the file's lines: a quoted text may hold line breaks, but a
+    quote that is never closed silently merges every line up to the next quote into one row."""
+    spans = np.zeros(len(df), dtype=bool)
+    for col in df.columns:
+        series = df[col]
+        if pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series):
+            spans |= series.map(lambda v: isinstance(v, str) and ("\n" in v or "\r" in v)).to_numpy(dtype=bool)
+    if not spans.any():
+        return []
+    lines = sum(1 for line in LINE_BREAK_RE.split(text) if line.strip()) - 1  # less the header row
+    n_spans, first = int(spans.sum()), int(np.flatnonzero(spans)[0]) + 1
+    rows = f"1 row of {source} spans" if n_spans == 1 else f"{n_spans} rows of {source} span"
+    return [f"{rows} several lines (first: row {first}), so "
+            f"its {lines:,} lines gave {len(df):,} rows; a quoted text may hold line breaks, but a quote that is "
+            "never closed merges the lines after it into one row: check those rows."]
 
 
 def _parse_json(text: str, filename: str) -> pd.DataFrame:
     """JSON Lines (one object per line) or a JSON array of objects."""
     if text.lstrip().startswith("["):
         try:
-            records = json.loads(text)
+            records = _loads(text, filename)
         except json.JSONDecodeError as exc:
             raise UserError(f"{filename} is not valid JSON ({exc.msg} at line {exc.lineno}); fix the file or "
                             "save it as JSON Lines.") from None
     else:
         records = []
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(text.split("\n"), 1):  # not splitlines(): a JSON string may hold U+2028 or \x85
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(_loads(line, f"Line {n} of {filename}"))
             except json.JSONDecodeError as exc:
                 raise UserError(f"Line {n} of {filename} is not valid JSON ({exc.msg}); each line of a JSONL file "
                                 "must be one JSON object.") from None
@@ -234,17 +266,113 @@ def _parse_json(text: str, filename: str) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
+class _RepeatedKey(Exception):
+    """Raised by _unique_keys, the json hook, so that _loads can say where the key was repeated."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object as a dict, refusing a repeated key: json.loads would keep the last value without a word."""
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        raise _RepeatedKey(Counter(k for k, _ in pairs).most_common(1)[0][0])
+    return record
+
+
+def _loads(text: str, where: str) -> object:
+    """One JSON value, with one line naming `where` for what json.loads lets through or raises past JSONDecodeError:
+    a repeated key, nesting too deep, a lone surrogate escape ("\\ud800", which no UTF-8 text can hold, so it
+    would fail later when the texts are hashed or encoded)."""
+    too_deep = UserError(f"{where} is nested too deeply (lists or objects more than {MAX_JSON_DEPTH} levels deep); "
+                         "a corpus row holds plain texts and labels.")
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError:
+        raise  # the caller's message says whether a line or the file is not JSON
+    except ValueError:  # Python reads no integer of more digits than sys.get_int_max_str_digits()
+        raise UserError(f"{where} holds a number of more than {sys.get_int_max_str_digits():,} digits; shorten it or "
+                        "store it as a string.") from None
+    except _RepeatedKey as exc:
+        raise UserError(f"{where} repeats the key {shorten(exc.args[0])} in one object; each key may appear once "
+                        "(else the last value would silently win), so rename or remove the repeat.") from None
+    except RecursionError:
+        raise too_deep from None
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _too_deep(value):
+        raise too_deep
+    if SURROGATE_ESCAPE_RE.search(text) and _holds_surrogate(value):
+        raise UserError(f"{where} holds a lone surrogate escape such as \\ud800 (half of a UTF-16 pair), which "
+                        "is not a character; remove it or re-export the file as UTF-8.")
+    return value
+
+
+def _too_deep(value: object) -> bool:
+    """Whether lists or objects nest deeper than MAX_JSON_DEPTH; iterative, as they may nest nearly as deep as the
+    recursion limit."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _holds_surrogate(value: object) -> bool:
+    """Whether any string in a parsed JSON value, keys included, holds a lone surrogate (iterative, as above)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if SURROGATE_RE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _parse_parquet(data: bytes, filename: str) -> pd.DataFrame:
     """Parquet through pyarrow: columns are decoded, never unpickled."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if data[:4] != b"PAR1":
-        raise UserError(f"{filename} is not a Parquet file (it lacks the PAR1 header); check the file or its extension.")
+        raise UserError(f"{filename} is not a Parquet file (it lacks the PAR1 header); check the file or its "
+                        "extension.")
     try:
-        return pq.read_table(pa.BufferReader(data)).to_pandas()
+        file = pq.ParquetFile(pa.BufferReader(data))
+        check_unique_names([str(n).strip() for n in file.schema_arrow.names], filename)
+        table = file.read()
+        for i, column in enumerate(table.columns):
+            if _is_binary(column.type):
+                table = table.set_column(i, table.field(i).name, _as_text(column, table.field(i).name, filename))
+        return table.to_pandas()
     except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
-        raise UserError(f"Could not read {filename} as Parquet ({str(exc).splitlines()[0]}); re-export the file.") from None
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"Could not read {filename} as Parquet ({reason}); re-export the file.") from None
+
+
+def _is_binary(dtype) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    return any(test(dtype) for test in (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary,
+                                        pa.types.is_binary_view))
+
+
+def _as_text(column, name: str, filename: str):
+    """A Parquet bytes column as UTF-8 strings: read as they are, the texts would become "b'...'" reprs."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        return pc.cast(column, pa.string())
+    except pa.ArrowException:
+        raise UserError(f"Column {shorten(name)} of {filename} holds binary data that is not UTF-8 text; store the "
+                        "texts as strings.") from None
 
 
 def names_by_lower(names: list[str]) -> dict[str, str]:
@@ -254,7 +382,7 @@ def names_by_lower(names: list[str]) -> dict[str, str]:
 
 def check_unique_names(names: list[str], source: str = "The table") -> None:
     """One line naming the repeated column names; shared by every corpus kind."""
-    dupes = sorted({c for c in names if names.count(c) > 1})
+    dupes = sorted({c or "(empty)" for c, n in Counter(names).items() if n > 1})
     if dupes:
         raise UserError(f"{source} has duplicate column names ({', '.join(dupes)}); rename them so each is unique.")
 
@@ -275,11 +403,12 @@ def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str
                    split_col: str | None = None) -> Columns:
     """Explicit names win; otherwise well-known names, then the only column that can fit."""
     names = [str(c) for c in df.columns]
+    check_unique_names(names)
     text = resolve_column(names, text_col, "text") if text_col else None
     label = resolve_column(names, label_col, "label") if label_col else None
     split = resolve_column(names, split_col, "split") if split_col else None
     if split is None:
-        split = next((c for c in _known(names, SPLIT_NAMES, {text, label}) if _has_train(df[c])), None)
+        split = next((c for c in _known(names, SPLIT_NAMES, {text, label}) if _is_split(df[c])), None)
     label = label or next(iter(_known(names, LABEL_NAMES, {text, split})), None)
     text = text or next(iter(_known(names, TEXT_NAMES, {label, split})), None) or _guess_text(df, {label, split})
     if text is None:
@@ -290,7 +419,8 @@ def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str
         raise UserError(f"Could not tell which column holds the labels (columns: {', '.join(names)}); "
                         "pass --label-col NAME or pick it in the corpus page.")
     if text == label:
-        raise UserError(f"Column '{text}' cannot be both the text and the label; pass different --text-col and --label-col.")
+        raise UserError(f"Column '{text}' cannot be both the text and the label; pass different --text-col and "
+                        "--label-col.")
     return Columns(text=text, label=label, split=split if split not in (text, label) else None)
 
 
@@ -309,8 +439,9 @@ def _known(names: list[str], known: tuple[str, ...], taken: set) -> list[str]:
     return [by_lower[k] for k in known if k in by_lower]
 
 
-def _has_train(series: pd.Series) -> bool:
-    return bool(series.astype(str).str.strip().str.lower().eq("train").any())
+def _is_split(series: pd.Series) -> bool:
+    """A column of split names; one without 'train' rows is then refused, not ignored for a 90:10 split."""
+    return bool(clean_splits(series).isin(SPLIT_VALUES).any())
 
 
 def _is_text_like(series: pd.Series) -> bool:
@@ -327,7 +458,7 @@ def _guess_text(df: pd.DataFrame, taken: set) -> str | None:
 
 def _guess_label(df: pd.DataFrame, taken: set) -> str | None:
     """The one remaining column, ignoring ID-like columns whose values are all different."""
-    rest = [str(c) for c in df.columns if c not in taken]
+    rest = [str(c) for c in df.columns if c not in taken and not _holds_nested(df[c])]
     if len(rest) > 1:
         rest = [c for c in rest if df[c].nunique(dropna=True) < len(df)]
     return rest[0] if len(rest) == 1 else None
@@ -339,6 +470,7 @@ def _guess_label(df: pd.DataFrame, taken: set) -> str | None:
 def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates: bool = False,
                  warnings: list[str] | None = None) -> Corpus:
     """Clean the rows, count what was dropped, encode labels and split train / target deterministically."""
+    check_unique_names([str(c) for c in df.columns])
     for col in (columns.text, columns.label, columns.split):
         if col is not None and col not in df.columns:
             raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
@@ -390,7 +522,8 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
 
 def clean_texts(series: pd.Series, col: str) -> pd.Series:
     if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
-        raise UserError(f"Column '{col}' holds numbers, not texts; pass --text-col with the column that holds the texts.")
+        raise UserError(f"Column '{col}' holds numbers, not texts; pass --text-col with the column that holds the "
+                        "texts.")
     _reject_nested(series, col)
     return series.map(lambda v: "" if is_missing(v) else str(v).strip()).astype(object)
 
@@ -406,6 +539,8 @@ def _clean_labels(series: pd.Series, col: str) -> pd.Series:
         return _numeric_labels(series.astype(float), col)
     as_str = series.map(lambda v: None if is_missing(v) or str(v).strip() == "" else str(v).strip()).astype(object)
     present = as_str.notna()
+    if present.any() and as_str[present].map(lambda v: INT_RE.fullmatch(v) is not None).all():
+        return as_str.map(lambda v: None if v is None else str(int(v))).astype(object)  # exact, as above
     numbers = pd.to_numeric(as_str[present], errors="coerce")
     if present.any() and numbers.notna().all():
         return _numeric_labels(pd.to_numeric(as_str, errors="coerce").astype(float), col)
@@ -429,9 +564,14 @@ def is_missing(value) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
+def _holds_nested(series: pd.Series) -> bool:
+    return series.dtype == object and bool(series.map(lambda v: isinstance(v, (list, dict, np.ndarray))).any())
+
+
 def _reject_nested(series: pd.Series, col: str) -> None:
-    if series.dtype == object and series.map(lambda v: isinstance(v, (list, dict, np.ndarray))).any():
-        raise UserError(f"Column '{col}' holds lists or objects, not single values; use one text and one label per row.")
+    if _holds_nested(series):
+        raise UserError(f"Column '{col}' holds lists or objects, not single values; use one text and one label per "
+                        "row.")
 
 
 def _duplicate_warnings(texts: pd.Series, labels: pd.Series) -> list[str]:
@@ -447,7 +587,7 @@ def _check_enough(rows_read: int, rows_kept: int, labels: pd.Series) -> None:
         raise UserError(f"None of the {rows_read} rows has both a text and a label; check the text and label columns.")
     classes = labels.unique()
     if len(classes) < 2:
-        raise UserError(f"Only one class ('{classes[0]}') is left after cleaning; contrastive fine-tuning needs "
+        raise UserError(f"Only one class ({shorten(classes[0])}) is left after cleaning; contrastive fine-tuning needs "
                         "at least two labels.")
     if rows_kept < MIN_ROWS:
         raise UserError(f"Only {rows_kept} usable rows are left after cleaning; provide at least {MIN_ROWS} labelled "
@@ -464,12 +604,12 @@ def _stratified(rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nd
     counts = Counter(labels[rows])
     single = sorted(c for c, n in counts.items() if n < 2)
     if single:
-        raise UserError(f"Class '{single[0]}' has only one row, too few for a stratified train/test split; add rows "
-                        "for it or remove it.")
+        raise UserError(f"Class {shorten(single[0])} has only one row, too few for a stratified train/test split; "
+                        "add rows for it or remove it.")
     n_hold = math.ceil(HOLDOUT_FRACTION * len(rows))
     if n_hold < len(counts) or len(rows) - n_hold < len(counts):
-        raise UserError(f"{len(rows)} rows are too few for a stratified {split_ratio()} split over {len(counts)} classes; "
-                        f"provide at least {math.ceil(len(counts) / HOLDOUT_FRACTION)} rows.")
+        raise UserError(f"{len(rows)} rows are too few for a stratified {split_ratio()} split over {len(counts)} "
+                        f"classes; provide at least {math.ceil(len(counts) / HOLDOUT_FRACTION)} rows.")
     train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED, stratify=labels[rows])
     return np.sort(train), np.sort(held)
 
@@ -478,8 +618,8 @@ def _split_by_column(splits: np.ndarray, labels: np.ndarray, col: str,
                      warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
     """A labelled corpus needs 'train' rows; the targets as split_by_column chooses them (stratified holdout)."""
     if not np.any(splits == "train"):
-        raise UserError(f"Split column '{col}' has no labelled 'train' rows; mark training rows as 'train' or "
-                        "choose another split column.")
+        raise UserError(f"Split column '{col}' has no labelled 'train' rows; mark training rows as 'train', choose "
+                        "another split column, or rename this one to have a 90:10 split made instead.")
     return split_by_column(splits, col, warnings, lambda train: _stratified(train, labels), "stratified")
 
 
@@ -505,20 +645,19 @@ def split_by_column(splits: np.ndarray, col: str, warnings: list[str],
     train = np.flatnonzero(splits == "train")
     test = np.flatnonzero(splits == "test")
     validation = np.flatnonzero(np.isin(splits, VALIDATION_NAMES))
-    if test.size:
-        target, target_split, used = test, "test", {"train", "test"}
-    elif validation.size:
-        target, target_split, used = validation, "validation", {"train", *VALIDATION_NAMES}
-    else:
-        warnings.append(f"Split column '{col}' has no 'test' or 'validation' rows, so a {how} "
-                        f"{round(HOLDOUT_FRACTION * 100)}% of the 'train' rows is held out instead.")
-        train, target = holdout(train)
-        return train, target, "holdout", f"{how} {split_ratio()} of the '{col}' train rows, seed {SPLIT_SEED}"
+    used = {"train", "test"} if test.size else {"train", *VALIDATION_NAMES} if validation.size else {"train"}
     unused = Counter(s for s in splits if s not in used)
     if unused:
-        listed = ", ".join(f"{n} '{s or '(empty)'}'" for s, n in sorted(unused.items()))
+        listed = ", ".join(f"{n} {shorten(s or '(empty)')}" for s, n in sorted(unused.items()))
         warnings.append(f"Rows of split column '{col}' not used for training or evaluation: {listed}.")
-    return train, target, target_split, f"split column '{col}'"
+    if test.size:
+        return train, test, "test", f"split column '{col}'"
+    if validation.size:
+        return train, validation, "validation", f"split column '{col}'"
+    warnings.append(f"Split column '{col}' has no 'test' or 'validation' rows, so a {how} "
+                    f"{round(HOLDOUT_FRACTION * 100)}% of the 'train' rows is held out instead.")
+    train, target = holdout(train)
+    return train, target, "holdout", f"{how} {split_ratio()} of the '{col}' train rows, seed {SPLIT_SEED}"
 
 
 def _sorted_classes(classes: set[str]) -> list[str]:

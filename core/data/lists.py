@@ -43,7 +43,7 @@ from core.data.corpus import (
     train_on_validation,
 )
 from core.data.pairs import PairCorpus, PairSplit
-from core.errors import UserError
+from core.errors import UserError, shorten
 
 LIST_ID_NAMES = ("list_id", "query_id", "qid")
 RANK_NAMES = ("rank",)
@@ -167,10 +167,11 @@ def _ranks(series: pd.Series, col: str) -> np.ndarray:
     for i, v in enumerate(series.tolist()):
         try:
             number = float(v.strip() if isinstance(v, str) else v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             number = math.nan
-        if isinstance(v, bool) or is_missing(v) or not math.isfinite(number) or not number.is_integer() or number < 1:
-            bad.append(repr(v))
+        if (isinstance(v, bool) or is_missing(v) or not math.isfinite(number) or not number.is_integer() or number < 1
+                or number >= 2**63):  # out holds int64
+            bad.append(shorten(v))
         else:
             out[i] = int(number)
     if bad:
@@ -237,25 +238,25 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
 
 
 def _check_list(list_id: str, group: pd.DataFrame) -> None:
-    n = len(group)
+    n, name = len(group), f"List {shorten(list_id)}"
     if n < MIN_MEMBERS:
-        raise UserError(f"List '{list_id}' has {n} member{'s' if n != 1 else ''}; a list needs an anchor and at "
+        raise UserError(f"{name} has {n} member{'s' if n != 1 else ''}; a list needs an anchor and at "
                         f"least two texts to order ({MIN_MEMBERS} rows).")
     if n > MAX_MEMBERS:
-        raise UserError(f"List '{list_id}' has {n} members; at most {MAX_MEMBERS} are supported.")
+        raise UserError(f"{name} has {n} members; at most {MAX_MEMBERS} are supported.")
     repeated = sorted(r for r, k in Counter(group["rank"]).items() if k > 1)
     if repeated:
-        raise UserError(f"List '{list_id}' has duplicate ranks ({', '.join(map(str, repeated))}); each member needs "
+        raise UserError(f"{name} has duplicate ranks ({', '.join(map(str, repeated))}); each member needs "
                         "its own rank.")
     if sorted(group["rank"]) != list(range(1, n + 1)):
-        raise UserError(f"List '{list_id}' has ranks {', '.join(map(str, sorted(group['rank'])))}; the ranks of a "
+        raise UserError(f"{name} has ranks {', '.join(map(str, sorted(group['rank'])))}; the ranks of a "
                         f"list of {n} must be 1..{n} (1 = the anchor).")
     empty = group.loc[group["text"].eq(""), "rank"]
     if len(empty):
-        raise UserError(f"List '{list_id}' has an empty text at rank {int(empty.min())}; fill it or remove the list.")
+        raise UserError(f"{name} has an empty text at rank {int(empty.min())}; fill it or remove the list.")
     if "split" in group and group["split"].nunique() > 1:
         splits = ", ".join(sorted(set(group["split"])))
-        raise UserError(f"List '{list_id}' has members in more than one split ({splits}); a list belongs to one split.")
+        raise UserError(f"{name} has members in more than one split ({splits}); a list belongs to one split.")
 
 
 def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,6 @@ margin matter.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ import pandas as pd
 from core.errors import UserError
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
-from core.storage import examples_entry, texts_hash, write_atomic
+from core.storage import cached_frame, examples_entry, texts_hash
 
 FORMATS = ("triplet", "contrastive", "mnrl", "cosine")
 COLUMNS = {
@@ -177,15 +176,13 @@ def mine(
     model_fp = model_fingerprint(reference)
     settings_key = (settings.k, settings.threshold, settings.max_examples, settings.seed)
     path = examples_entry(corpus_fp or texts_hash(texts), model_fp, fmt, settings_key)
-    frame_path, stats_path = path.with_suffix(".parquet"), path.with_suffix(".json")
-    if frame_path.exists() and stats_path.exists():
-        return Examples(fmt, pd.read_parquet(frame_path), json.loads(stats_path.read_text()))
-    emb = encode_cached(reference, texts, fingerprint=model_fp, progress=progress)
-    examples = build_examples(fmt, texts, mine_neighbours(emb, labels, texts, settings), settings)
-    # the frame first: a reader needs both files, so a crash between the two renames leaves a miss, not a lie
-    write_atomic(frame_path, lambda tmp: examples.frame.to_parquet(tmp, index=False))
-    write_atomic(stats_path, lambda tmp: tmp.write_text(json.dumps(examples.stats)))
-    return examples
+
+    def compute() -> tuple[pd.DataFrame, dict]:
+        emb = encode_cached(reference, texts, fingerprint=model_fp, progress=progress)
+        examples = build_examples(fmt, texts, mine_neighbours(emb, labels, texts, settings), settings)
+        return examples.frame, examples.stats
+
+    return Examples(fmt, *cached_frame(path, compute, COLUMNS[fmt]))
 
 
 def active_share(ref_a: np.ndarray, ref_p: np.ndarray, ref_n: np.ndarray, margin: float,

@@ -24,6 +24,7 @@ from core.data.corpus import (
     MIN_ROWS,
     SPLIT_NAMES,
     SPLIT_SEED,
+    SPLIT_VALUES,
     VALIDATION_NAMES,
     check_unique_names,
     clean_splits,
@@ -36,13 +37,12 @@ from core.data.corpus import (
     split_ratio,
     train_on_validation,
 )
-from core.errors import UserError
+from core.errors import UserError, shorten
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")  # ordinal: 0 = most related
 TEXT_PAIR_NAMES = (("text1", "text2"), ("sentence1", "sentence2"))
 SCORE_NAMES = ("score", "similarity", "similarity_score", "relatedness_score", "gold_score")
 PAIR_LABEL_NAMES = ("label", "gold_label", "nli_label")
-SPLIT_VALUES = ("train", "test", *VALIDATION_NAMES)
 SHOWN_VALUES = 5
 
 
@@ -232,7 +232,7 @@ def _clean_scores(series: pd.Series, col: str) -> np.ndarray:
         raise UserError(f"Score column '{col}' holds true/false values, not scores; name a column of numbers.")
     if pd.api.types.is_numeric_dtype(series):
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = [repr(v) for v in values.tolist() if math.isinf(v)]
+        bad = [shorten(v) for v in values.tolist() if math.isinf(v)]
     else:
         values, bad = np.full(len(series), np.nan), []
         for i, v in enumerate(series.tolist()):
@@ -240,10 +240,10 @@ def _clean_scores(series: pd.Series, col: str) -> np.ndarray:
                 continue
             try:
                 number = float(v.strip() if isinstance(v, str) else v)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer beyond any float
                 number = math.nan
             if isinstance(v, bool) or not math.isfinite(number):
-                bad.append(repr(v))
+                bad.append(shorten(v))
             else:
                 values[i] = number
     if bad:
@@ -265,7 +265,7 @@ def _clean_labels(series: pd.Series, col: str) -> np.ndarray:
         if code is not None:
             codes[i] = code
         else:
-            unknown.append(repr(v))
+            unknown.append(shorten(v))
     if unknown:
         raise UserError(f"Label column '{col}' must hold {', '.join(NLI_LABELS)} or 0, 1, 2 "
                         f"(0 = most related); found {_listed(unknown)}.")
@@ -275,7 +275,7 @@ def _clean_labels(series: pd.Series, col: str) -> np.ndarray:
 def _as_code(value) -> int | None:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return int(number) if number in (0, 1, 2) else None
 

@@ -3,7 +3,8 @@
 - ``worker``: the worker process body and the job context a job reports through: ``execute``, ``JobContext``,
   ``JOBS``.
 - ``process``: spawning a detached worker: ``spawn``, ``LOG_NAME``.
-- ``launch``: starting a queued run (on a standby when one waits): ``start``.
+- ``launch``: starting a queued run (on a standby when one waits) and following it (a run whose worker died is
+  failed): ``start``, ``poll``.
 - ``standby``: pre-warmed workers with the heavy imports done: ``ensure``, ``hand_over``, ``stop_all``.
 - ``sweep``: a grid of (recipe, margin or scale) runs in one worker: ``sweep_config``, ``cancel``.
 - ``quick``: small-budget runs at one knob value, reused per value (the margin slider): ``quick_run``,

@@ -7,11 +7,13 @@ itself must import neither of them back.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from core.errors import UserError
 from core.runs.store import RunStore
 from core.storage import REPO_ROOT
 
@@ -34,6 +36,15 @@ def spawn(store: RunStore, args: list[str], log_path: Path) -> int:
             cwd=REPO_ROOT, env=_worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    # Wait for it in the background so a finished worker does not linger as a zombie of the app.
-    threading.Thread(target=proc.wait, name=f"worker-{proc.pid}", daemon=True).start()
+    # Wait for it in the background so a finished worker does not linger as a zombie of the app, and record how
+    # it ended: a worker killed by a signal (out of memory, kill -9) cannot say so itself.
+    threading.Thread(target=_record_exit, args=(store, proc), name=f"worker-{proc.pid}", daemon=True).start()
     return proc.pid
+
+
+def _record_exit(store: RunStore, proc: subprocess.Popen) -> None:
+    status = proc.wait()
+    try:
+        store.record_exit(proc.pid, status)
+    except (sqlite3.Error, OSError, UserError):  # only the detail is lost: the reaper still fails the run
+        pass

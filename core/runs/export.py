@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from core.data.kinds import load_any
-from core.errors import UserError
+from core.errors import UserError, os_error
 from core.models.loading import load_model
 from core.runs.labels import knob_value
 from core.runs.store import RunStore
@@ -77,29 +77,35 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
 
 
 def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bool = True, progress=None) -> dict:
-    """Write everything into out_dir/<safe name>/ via a temp folder renamed at the end; returns the paths."""
+    """Write everything into out_dir/<safe name>/ via a temp folder renamed at the end; returns the paths. A folder
+    that cannot be written (a file, no permission, a full disk) is one UserError and leaves nothing behind."""
     model_dir = finished_model(store, run_id)
     run = store.get(run_id)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir} is a file; name a folder to export into (it is created if missing).")
     name = export_name(run)
     final = out_dir / name
     if final.exists():
         raise UserError(f"{final} already exists; choose another output folder or remove it.")
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir))
     try:
-        shutil.copytree(model_dir, staging / "model")
-        write_config(run.config, staging)
-        if embeddings:
-            cfg = run.config
-            corpus = load_any(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
-                              split_col=cfg.get("split_col"))
-            write_embeddings(load_model(str(model_dir), "cpu"), corpus, staging, progress)
-        shutil.make_archive(str(staging / "model"), "zip", root_dir=staging, base_dir="model")
-        staging.rename(final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir))
+        try:
+            shutil.copytree(model_dir, staging / "model")
+            write_config(run.config, staging)
+            if embeddings:
+                cfg = run.config
+                corpus = load_any(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
+                                  split_col=cfg.get("split_col"))
+                write_embeddings(load_model(str(model_dir), "cpu"), corpus, staging, progress)
+            shutil.make_archive(str(staging / "model"), "zip", root_dir=staging, base_dir="model")
+            staging.rename(final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    except OSError as exc:
+        raise os_error(exc, out_dir, "export into") from exc
     return {
         "dir": str(final),
         "model": str(final / "model"),

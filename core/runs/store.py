@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -24,17 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.errors import UserError, os_error, shorten
 from core.storage import home
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 ACTIVE = ("queued", "running")
 DB_NAME = "runs.sqlite"
+TMP_NAME = ".tmp"  # a run's staged artefacts live in <run_dir>/.tmp until the job has succeeded
 BUSY_TIMEOUT_S = 30.0
 ORPHAN_GRACE_S = 300.0  # a queued run nobody claimed for this long will never start
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _ACTIVE_SQL = "status IN ('queued', 'running')"
 _ANY_PID = object()  # _finish: no condition on which process owns the run
+# SQLite's primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF) that a user can act on.
+_PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 3, 5, 6, 8, 10, 11, 13, 14, 26
+_LOW_SPACE = 1 << 20  # an I/O error with less free space than this is a full disk
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -67,6 +72,11 @@ CREATE TABLE IF NOT EXISTS history (
     point TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
+CREATE TABLE IF NOT EXISTS exits (
+    pid INTEGER NOT NULL,
+    status INTEGER NOT NULL,
+    at REAL NOT NULL
+);
 """
 
 
@@ -97,6 +107,12 @@ class Run:
         """Queued or running: not finished one way or another yet."""
         return self.status in ACTIVE
 
+    @property
+    def before(self) -> dict | None:
+        """The base model's metrics: stored when the run finished, else those it reported while running, since a
+        run cancelled or failed after measuring them still measured them."""
+        return self.metrics_before or self.progress.get("metrics_before")
+
 
 def pid_alive(pid: int) -> bool:
     """True if the process exists and has not exited (an exited, un-waited child is a zombie)."""
@@ -115,6 +131,13 @@ def _is_zombie(pid: int) -> bool:
     except OSError:  # no procfs (macOS) or the process just went away
         return False
     return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
 
 
 def _json_default(obj: Any) -> Any:
@@ -141,6 +164,52 @@ def _new_id() -> str:
     return f"{stamp}-{int(now * 1000) % 1000:03d}-{secrets.token_hex(3)}"
 
 
+def _db_error(exc: sqlite3.Error, db: Path) -> UserError | None:
+    """SQLite's errors that the user can act on as one line naming the file; None for anything else (a bug)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in (_BUSY, _LOCKED):
+        return UserError(f"The runs database {db} is busy: another process has held it for over {BUSY_TIMEOUT_S:g} s "
+                         f"({_lock_holders(db)}); let it finish or stop it, then try again.")
+    if primary == _FULL or (primary == _IOERR and _free_bytes(db.parent) < _LOW_SPACE):
+        return UserError(f"Could not write the runs database {db}: the disk is full; free some space and try again.")
+    if primary in (_CORRUPT, _NOTADB):
+        return UserError(f"The runs database {db} is damaged ({exc}); move it aside (with any {db.name}-wal and "
+                         f"{db.name}-shm beside it) and a new, empty one is started; the run folders are kept.")
+    if primary in (_PERM, _READONLY, _CANTOPEN, _IOERR):
+        return UserError(f"Could not open or write the runs database {db} ({exc}); check that the disk is "
+                         "working and the folder and file are writable.")
+    return None
+
+
+def _lock_holders(db: Path) -> str:
+    """The processes holding a write lock on the database (Linux's /proc/locks, one cheap read), else how to find
+    them. In WAL mode the writer's lock is on the -shm file."""
+    try:
+        inodes = {str(os.stat(path).st_ino) for path in (db, Path(f"{db}-shm")) if path.exists()}
+        pids = sorted({int(f[4]) for f in (line.split() for line in Path("/proc/locks").read_text().splitlines())
+                       if len(f) > 5 and f[3] == "WRITE" and f[5].rpartition(":")[2] in inodes} - {os.getpid()})
+    except (OSError, ValueError):  # no procfs (macOS, Windows), or a line in another format
+        pids = []
+    shown = [f"process {pid}: {_command(pid)}" for pid in pids if pid > 0][:3]
+    return "held by " + "; ".join(shown) if shown else f"find it with: fuser {db} {db}-shm"
+
+
+def _command(pid: int) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "command unknown"
+    return shorten(b" ".join(words).decode(errors="replace").strip(), 60)
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return _LOW_SPACE
+
+
 def _loss_point(row: sqlite3.Row) -> dict:
     # SQLite stores NaN as NULL; a diverged loss must still show up as NaN, not vanish.
     return {"step": row["step"], "loss": math.nan if row["loss"] is None else row["loss"]}
@@ -151,43 +220,67 @@ class RunStore:
 
     def __init__(self, root: Path | str | None = None) -> None:
         self.root = Path(root if root is not None else home()).expanduser().resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
         self.db_path = self.root / DB_NAME
         self._init_db()
 
     # -- plumbing ---------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        """A connection that waits for a busy database: SQLite's busy handler retries with back-off (1 ms growing to
+        100 ms) for up to BUSY_TIMEOUT_S before the error _db_error turns into one line naming the holder."""
         con = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        con.row_factory = sqlite3.Row
-        con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        con.execute("PRAGMA foreign_keys = ON")
-        con.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a commit costs no fsync
+        try:
+            con.row_factory = sqlite3.Row
+            con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            con.execute("PRAGMA foreign_keys = ON")
+            con.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a commit costs no fsync
+        except BaseException:
+            con.close()
+            raise
         return con
 
-    def _init_db(self) -> None:
-        con = self._connect()
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """A busy, full, damaged or unwritable database as one UserError naming the file; the file itself is never
+        replaced or rewritten to 'repair' it."""
         try:
-            con.execute("PRAGMA journal_mode = WAL")  # persistent: stored in the file itself
-            con.executescript(f"BEGIN IMMEDIATE;\n{_SCHEMA}\nCOMMIT;")
-        finally:
-            con.close()
+            yield
+        except sqlite3.Error as exc:
+            error = _db_error(exc, self.db_path)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _init_db(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise os_error(exc, self.root, "create the runs folder") from exc
+        with self._errors():
+            con = self._connect()
+            try:
+                con.execute("PRAGMA journal_mode = WAL")  # persistent: stored in the file itself
+                con.executescript(f"BEGIN IMMEDIATE;\n{_SCHEMA}\nCOMMIT;")
+            finally:
+                con.close()
 
     @contextmanager
     def _tx(self, write: bool = True) -> Iterator[sqlite3.Connection]:
         """One connection, one transaction. Writes take the write lock up front (BEGIN IMMEDIATE)
         so a read-modify-write can never interleave with another process's write."""
-        con = self._connect()
-        try:
-            con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        with self._errors():
+            con = self._connect()
             try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
-        finally:
-            con.close()
+                con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield con
+                except BaseException:
+                    if con.in_transaction:  # SQLite may have rolled back already (a full disk)
+                        con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+            finally:
+                con.close()
 
     @staticmethod
     def _row(con: sqlite3.Connection, run_id: str) -> sqlite3.Row:
@@ -205,14 +298,23 @@ class RunStore:
     # -- create / read / delete ---------------------------------------------------------------
 
     def create(self, kind: str, config: dict, sweep_id: str | None = None) -> str:
-        """A new queued run; its folder exists from the start so a worker can log into it."""
+        """A new queued run; its folder exists from the start so a worker can log into it (and is removed again
+        when the row cannot be written: a busy or full database leaves no stray folder)."""
         run_id = _new_id()
-        self.run_dir(run_id).mkdir(parents=True, exist_ok=True)
-        with self._tx() as con:
-            con.execute(
-                "INSERT INTO runs (id, kind, status, created, config, sweep_id) VALUES (?, ?, 'queued', ?, ?, ?)",
-                (run_id, kind, time.time(), _dumps(config), sweep_id),
-            )
+        folder = self.run_dir(run_id)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise os_error(exc, folder, "create the run folder") from exc
+        try:
+            with self._tx() as con:
+                con.execute(
+                    "INSERT INTO runs (id, kind, status, created, config, sweep_id) VALUES (?, ?, 'queued', ?, ?, ?)",
+                    (run_id, kind, time.time(), _dumps(config), sweep_id),
+                )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         return run_id
 
     def get(self, run_id: str) -> Run:
@@ -347,24 +449,48 @@ class RunStore:
         with self._tx(write=False) as con:
             return bool(self._row(con, run_id)["cancel_requested"])
 
+    def record_exit(self, pid: int, status: int) -> None:
+        """Note how a worker process ended (its parent calls this), if it left a run active: the reaper then says
+        how it died. Exits that left nothing unreported (the usual case) are not kept."""
+        if status == 0:
+            return
+        with self._tx() as con:
+            con.execute(f"INSERT INTO exits (pid, status, at) SELECT ?, ?, ? WHERE EXISTS "
+                        f"(SELECT 1 FROM runs WHERE pid = ? AND {_ACTIVE_SQL})", (pid, status, time.time(), pid))
+
     def reap_orphans(self, grace_s: float = ORPHAN_GRACE_S) -> list[str]:
         """Fail active runs whose process is gone (killed, out of memory, machine rebooted), or
-        that sat queued and unclaimed for longer than `grace_s`. Call it when the app (re)starts
-        and whenever the runs list is shown. Returns the ids it marked failed."""
-        with self._tx(write=False) as con:
-            rows = con.execute(f"SELECT id, pid, created FROM runs WHERE {_ACTIVE_SQL}").fetchall()
-        reaped = []
+        that sat queued and unclaimed for longer than `grace_s`, and remove their staged artefacts.
+        Call it when the app (re)starts, whenever the runs list is shown and while following a run.
+        Returns the ids it marked failed."""
+        with self._tx(write=False) as con:  # an exit recorded before the run was created belongs to a reused pid
+            rows = con.execute(
+                "SELECT id, pid, created, (SELECT status FROM exits WHERE exits.pid = runs.pid AND at >= created "
+                f"ORDER BY at DESC LIMIT 1) AS exit_status FROM runs WHERE {_ACTIVE_SQL}").fetchall()
+        reaped, served = [], []
         for row in rows:
-            error = self._orphan_error(row["pid"], row["created"], grace_s)
+            error = self._orphan_error(row["pid"], row["created"], row["exit_status"], grace_s)
             if error and self._finish(row["id"], "failed", error=error, if_pid=row["pid"]):
+                shutil.rmtree(self.run_dir(row["id"]) / TMP_NAME, ignore_errors=True)
                 reaped.append(row["id"])
+                served.append((row["pid"],))
+        if served:
+            with self._tx() as con:
+                con.executemany("DELETE FROM exits WHERE pid = ?", served)
         return reaped
 
     @staticmethod
-    def _orphan_error(pid: int | None, created: float, grace_s: float) -> str | None:
+    def _orphan_error(pid: int | None, created: float, exit_status: int | None, grace_s: float) -> str | None:
         if pid is not None:
             if pid_alive(pid):
                 return None
+            if exit_status is not None and exit_status < 0:
+                return (f"The worker process (pid {pid}) was killed by signal {-exit_status} "
+                        f"({_signal_name(-exit_status)}) before it reported a result — by the system when memory ran "
+                        "out, or by a user; see worker.log in the run folder.")
+            if exit_status is not None:
+                return (f"The worker process (pid {pid}) exited with status {exit_status} without reporting a "
+                        "result; see worker.log in the run folder.")
             return (f"The worker process (pid {pid}) stopped without reporting a result — it was killed, "
                     "ran out of memory or the machine restarted; see worker.log in the run folder.")
         if time.time() - created > grace_s:

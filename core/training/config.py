@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.errors import UserError
-from core.models.loading import DEFAULT_MODEL
+from core.errors import UserError, shorten
+from core.models.loading import DEFAULT_MODEL, check_device, layer_count
 from core.training.params import Param
 from core.training.recipe import Recipe
 from core.training.recipes import get_recipe, recipe_params
@@ -49,7 +49,8 @@ GENERAL: tuple[Param, ...] = (
     Param("eval_k", int, 16, "k", "Retrieval depth of P@k / S@k.", low=1, high=1000),
     Param("sts_corpus", str, None, "STS corpus", "A pair corpus (text1, text2, score) whose STS Spearman is reported "
           "before and after as well, e.g. what a labelled run did to general similarity.", optional=True),
-    Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True),
+    Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True,
+          check=check_device),
 )
 GENERAL_PARAMS: dict[str, Param] = {p.name: p for p in GENERAL}
 
@@ -72,7 +73,8 @@ def _checked(data: dict) -> dict:
     others = recipe_params()
     unknown = sorted(set(data) - set(GENERAL_PARAMS) - set(others))
     if unknown:
-        raise UserError(f"Unknown config keys: {', '.join(unknown)}.")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise UserError(f"Unknown config keys: {', '.join(map(shorten, unknown[:5]))}{more}.")
     own = {p.name: p for p in recipe.params}
     data = dict(data)
     for key in [k for k in data if k not in GENERAL_PARAMS]:
@@ -87,14 +89,24 @@ def _checked(data: dict) -> dict:
         raise UserError("The config needs a 'corpus' path.")
     checked = {p.name: p.parse(data.get(p.name, general_default(p.name, recipe))) for p in GENERAL}
     checked["recipe"] = recipe.name
+    _check_frozen(checked["freeze_layers"], checked["model"])
     return checked | {p.name: p.parse(data.get(p.name, p.default)) for p in recipe.params}
+
+
+def _check_frozen(first_layers: int, model: str) -> None:
+    """Freezing more layers than the model has is refused here, from the model's config, not by the worker after
+    minutes of loading and mining."""
+    layers = layer_count(model) if first_layers else None
+    if layers is not None and first_layers > layers:
+        raise UserError(f"freeze_layers must be at most {layers}, the number of layers of model {shorten(model, 80)}, "
+                        f"got {first_layers}")
 
 
 class TrainConfig:
     """Everything needed to reproduce a run; valid by construction. Settings read as attributes
     (cfg.batch_size, cfg.margin); a setting the recipe does not have is an AttributeError."""
 
-    def __init__(self, **settings: object) -> None:
+    def __init__(self, /, **settings: object) -> None:  # positional-only: a setting may be called "self"
         self.__dict__["settings"] = _checked(settings)
 
     def __getattr__(self, name: str) -> object:
@@ -121,19 +133,34 @@ class TrainConfig:
         return dict(self.settings)
 
     @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
+    def from_dict(cls, data: object) -> TrainConfig:
+        """A config from parsed JSON / YAML / widgets, whatever its shape: a list or a key that is not a setting
+        name is one UserError, not a TypeError."""
+        if not isinstance(data, dict):
+            got = "nothing" if data is None else f"a {type(data).__name__}"
+            raise UserError(f"settings must be given as a mapping (name: value), got {got}.")
+        odd = [k for k in data if not isinstance(k, str)]
+        if odd:
+            raise UserError(f"setting names must be text, got the key {shorten(odd[0])}.")
         return cls(**data)
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
+        """A config file's settings; any problem with it, its syntax included, is one line naming the file."""
         import yaml  # only for --config; keeps the CLI's start-up light
 
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
             data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            raise UserError(f"Could not read config {path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise UserError(f"Config {path} must hold a mapping of settings.")
-        return cls.from_dict(data)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise UserError(f"Could not read config {path}: {exc.problem or exc.context}{where}.") from exc
+        except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
+            raise UserError(f"Could not read config {path}: {' '.join(str(exc).split()) or type(exc).__name__}."
+                            ) from exc
+        try:
+            return cls.from_dict(data)
+        except UserError as exc:
+            raise UserError(f"Config {path}: {exc}") from exc

@@ -4,12 +4,16 @@ which the CLI flags, the Train page's widgets, config validation and the model c
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.errors import UserError, shorten
 
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+# Control characters, line and paragraph breaks and lone surrogates: no path, name or choice holds one, and one
+# quoted back in an error message would split or garble its single line.
+_UNPRINTABLE = ("Cc", "Cs", "Zl", "Zp")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class Param:
                 return None
             if not isinstance(value, str) or not value.strip() or (self.choices and value not in self.choices):
                 raise self._fail(value)
+            if any(unicodedata.category(c) in _UNPRINTABLE for c in value):
+                raise UserError(f"{self.name} must be text without line breaks or control characters, got "
+                                f"{shorten(value)}")
             return self.check(value) if self.check else value
         number = self._number(value)
         if (self.low is not None and (number < self.low or (self.low_open and number == self.low))) or (
@@ -82,9 +89,11 @@ class Param:
     def _number(self, value: object) -> int | float:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise self._fail(value)
+        if self.type is int and isinstance(value, int):
+            return value  # exact: a float would round integers past 2**53
         try:
             number = float(value)
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: an int too large for a float
             raise self._fail(value) from None
         if not math.isfinite(number) or (self.type is int and not number.is_integer()):
             raise self._fail(value)
