@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from core.evaluation.headline import HEADLINE
 from core.jobs import launch
 from core.jobs.sweep import cancel, sweep_config
 from core.models.loading import DEFAULT_MODEL, load_model, resolve_model, setup_offline
-from core.runs.labels import knob_value
+from core.runs.labels import knob_value, shown_text
 from core.runs.store import RunStore
 from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, for_recipe
 from core.training.params import Param
@@ -330,7 +331,8 @@ def cmd_runs(args) -> dict:
     store.reap_orphans()
     return {"runs": [
         {"run_id": r.id, "kind": r.kind, "status": r.status, "recipe": r.config.get("recipe"),
-         "margin": knob_value(r.config), "sweep_id": r.sweep_id, "after": r.metrics_after, "error": r.error}
+         "margin": knob_value(r.config), "settings": shown_text(r), "sweep_id": r.sweep_id, "after": r.metrics_after,
+         "error": r.error}
         for r in store.list(with_losses=False)]}
 
 
@@ -367,7 +369,8 @@ def _print_runs(r: dict) -> None:
         after = c.get("after") or {}
         scores = f"P {after['polarity']:.1f}  S {after['similarity']:.1f}" if after.get("polarity") is not None else ""
         print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
-              f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}")
+              f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}"
+              + (f"  {c['settings']}" if c.get("settings") else ""))
 
 
 def _print_export(r: dict) -> None:
@@ -438,8 +441,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: interrupted; a run already asked to stop still stops on its own (see: python -m core runs)",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    if args.json:
-        print(json.dumps(result))
-    else:
-        show(result)
+    try:
+        if args.json:
+            print(json.dumps(result))
+        else:
+            show(result)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head` closed the pipe: the reader has what it wanted, so no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # and none when Python flushes at exit
     return 0

@@ -190,3 +190,17 @@ def test_evaluate_bad_k_exits_2_with_one_line(k, tiny_model_dir, capsys):
     assert main(["evaluate", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--k", k]) == 2
     err = capsys.readouterr().err
     assert error_lines(err) == [f"error: k must be a whole number in [1, 1000], got '{k}'"], err
+
+
+def test_a_closed_output_pipe_ends_the_cli_quietly(contrastlab_home):
+    """`python -m core runs | head -1`: the reader closed the pipe, so there is no traceback and the exit is 0."""
+    store = RunStore()
+    for _ in range(3):
+        store.create("train", {"recipe": "mgh", "order": "random", "corpus": "c.csv"})
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the CLI writes a byte
+    env = {**os.environ, "CONTRASTLAB_HOME": str(contrastlab_home), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "core", "runs"], cwd=REPO, env=env, stdout=write,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write)
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
