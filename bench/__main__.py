@@ -21,6 +21,9 @@ BENCHMARKS = {
     "pages": "the app in Chromium: quick margin point, cached page switches vs first visits",
     "raoe": "CoSENT, AnglE and RAOE ablations on STS-B and SNLI (seed 001), STS-B test Spearman and training time",
     "listmle": "ListMLE post-training on SNLI lists (seed 003): w = 0 / 0.5 / order only, ordering and STS-B Spearman",
+    "mgh": "multi-granularity hard negatives on TREC (seed 004): band orders curriculum / random / reverse / fixed:K",
+    "ata": "ATA vs mean and CLS pooling (seed 004): zero-shot and fine-tuned STS-B test Spearman, training time",
+    "layer_change": "linear CKA per layer after a triplet run on SST-2 and a crop run on BBC News (seed 002)",
 }
 
 
