@@ -23,6 +23,7 @@ BENCHMARKS = {
     "listmle": "ListMLE post-training on SNLI lists (seed 003): w = 0 / 0.5 / order only, ordering and STS-B Spearman",
     "mgh": "multi-granularity hard negatives on TREC (seed 004): band orders curriculum / random / reverse / fixed:K",
     "ata": "ATA vs mean and CLS pooling (seed 004): zero-shot and fine-tuned STS-B test Spearman, training time",
+    "maps": "aligned t-SNE map: short schedule from the reference layout vs openTSNE's full schedule",
     "layer_change": "linear CKA per layer after a triplet run on SST-2 and a crop run on BBC News (seed 002)",
 }
 

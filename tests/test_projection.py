@@ -10,7 +10,9 @@ from core.analysis.projection import (
     aligned_maps,
     cached_projection,
     effective_perplexity,
+    map_knn_accuracy,
     neighbour_changes,
+    neighbours_kept,
     subsample,
     tsne,
     umap_2d,
@@ -54,6 +56,45 @@ def test_tsne_aligned_with_identical_embeddings_stays_put(data, ref_map):
     assert _displacement(ref, tuned) < 0.3
     assert procrustes(ref, tuned)[2] < 0.05
     assert abs(tuned.std() / ref.std() - 1) < 0.3  # same scale, so the maps read side by side
+
+
+def test_tsne_aligned_keeps_the_reference_neighbourhoods(data, ref_map):
+    # Unmoved points keep their map neighbours: the short schedule starts from the reference layout.
+    aligned = tsne(data[0], init=ref_map)
+    assert neighbours_kept(ref_map, aligned) > 0.75  # a random start keeps ~0.68 here, the reference start ~0.79
+    # A fresh map of the same embeddings (another seed, PCA start) agrees far less on the neighbours.
+    assert neighbours_kept(ref_map, tsne(data[0], seed=1)) < neighbours_kept(ref_map, aligned)
+    assert map_knn_accuracy(aligned, data[1]) > 0.9
+
+
+def test_tsne_progress_counts_up_to_the_schedule(data, ref_map):
+    full, aligned = [], []
+    tsne(data[0], progress=lambda done, total: full.append((done, total)))
+    tsne(data[0], init=ref_map, progress=lambda done, total: aligned.append((done, total)))
+    for calls, total in ((full, projection.FULL_EARLY_ITERS + projection.FULL_ITERS),
+                         (aligned, projection.ALIGNED_ITERS)):  # no early exaggeration from a reference layout
+        done = [d for d, _ in calls]
+        assert len(calls) > 1 and all(b > a for a, b in zip(done, done[1:]))
+        assert {t for _, t in calls} == {total} and done[-1] == total
+
+
+def test_tsne_aligned_is_deterministic_with_a_seed(data, ref_map):
+    shifted = data[0] + np.random.default_rng(1).normal(scale=0.5, size=data[0].shape).astype(np.float32)
+    first = tsne(shifted, init=ref_map, seed=3)
+    np.testing.assert_array_equal(first, tsne(shifted, init=ref_map, seed=3))
+    # The progress callback only observes: the map is the same with or without it.
+    np.testing.assert_array_equal(first, tsne(shifted, init=ref_map, seed=3, progress=lambda d, t: None))
+
+
+def test_neighbours_kept_and_map_knn_accuracy_on_constructed_maps():
+    # Two runs of six points along a line, far apart.
+    line = np.stack([np.r_[np.arange(6.0), np.arange(6.0) + 100], np.zeros(12)], 1)
+    assert neighbours_kept(line, line * 5 + 3, k=2) == 1.0  # scale and shift keep every neighbour
+    shuffled = line[np.random.default_rng(0).permutation(12)]
+    assert neighbours_kept(line, shuffled, k=2) < 0.5
+    assert map_knn_accuracy(line, ["a"] * 6 + ["b"] * 6, k=2) == 1.0
+    # Alternating labels: each point's nearest neighbour has the other label and breaks every 1-1 tie.
+    assert map_knn_accuracy(line, ["a", "b"] * 6, k=2) == 0.0
 
 
 def test_tsne_follows_the_given_init_orientation(data, ref_map):
@@ -105,6 +146,12 @@ def test_aligned_maps_cache_keys(monkeypatch):
     aligned_maps(ref, tuned + 1, seed=1)
     aligned_maps(ref, tuned + 1, params={"perplexity": 5})
     assert calls == [True, False, False, True, False, True, False]
+    # Another aligned schedule recomputes the fine-tuned map only; UMAP's maps do not depend on it.
+    monkeypatch.setattr(projection, "ALIGNED_ITERS", projection.ALIGNED_ITERS + projection.PROGRESS_EVERY)
+    aligned_maps(ref, tuned + 1)
+    aligned_maps(ref, tuned + 1, "umap")
+    aligned_maps(ref, tuned + 1, "umap")
+    assert calls[7:] == [False, True, False]
     with pytest.raises(ValueError):
         aligned_maps(ref, tuned, "pca")
 

@@ -1,7 +1,7 @@
 """Analysis: reference vs fine-tuned comparisons behind the pages, free of Streamlit.
 
 - ``projection``: aligned t-SNE / UMAP maps with a disk cache: ``aligned_maps``, ``tsne``, ``umap_2d``,
-  ``subsample``, ``neighbour_changes``.
+  ``subsample``, ``neighbour_changes``, and the alignment measures ``neighbours_kept``, ``map_knn_accuracy``.
 - ``maps``: the Maps page's data and figures: ``map_data``, ``map_figures``, ``neighbours``, ``available_points``.
 - ``layers``: the Layers page's per-layer kNN curves, CKA to the reference per run, and their figures:
   ``layer_curves``, ``layers_figure``, ``cka_curves``, ``cka_layers_figure``.

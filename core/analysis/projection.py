@@ -18,6 +18,9 @@ from core.storage import array_fingerprint, cached_array, key_hash, projection_e
 METHODS = ("tsne", "umap")
 PARALLEL_ABOVE = 5000
 MIN_POINTS = 5  # fewer points give no meaningful neighbourhoods (and break PCA / spectral initialisation)
+FULL_EARLY_ITERS, FULL_ITERS = 250, 500  # openTSNE's defaults: early exaggeration, then plain iterations
+ALIGNED_ITERS = 200  # plain iterations of a map started from the reference map (bench/maps.py)
+PROGRESS_EVERY = 25  # iterations between progress reports; every schedule above is a multiple of it
 
 
 def _unit(emb: np.ndarray) -> np.ndarray:
@@ -43,30 +46,53 @@ def tsne(
     seed: int = 0,
     perplexity: float = 30,
     n_jobs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
-    """openTSNE map (n, 2); PCA initialisation, or `init` (e.g. the reference map) when given.
+    """openTSNE map (n, 2); PCA initialisation and openTSNE's full schedule, or, given `init` (e.g. the
+    reference map), a short schedule from that layout.
 
     openTSNE uses a supplied layout as-is and expects it at std ~1e-4 (as its own PCA initialisation is);
     a full-scale map would start with huge distances and converge poorly. So `init` is rescaled to that
     std with one factor for both axes: the layout and its orientation are kept, so clusters that did not
-    move start, and end, where the reference map has them.
+    move start, and end, where the reference map has them. Early exaggeration exists to untangle a random
+    or PCA start into clusters; a reference layout already has them, so an aligned map skips it and runs
+    ALIGNED_ITERS plain iterations (bench/maps.py measures what that keeps against the full schedule).
     Gradient method "auto": Barnes-Hut below 10k points, FFT-accelerated above (openTSNE's own choice;
     FFT has a fixed grid cost that makes small maps several times slower). n_jobs None: one thread below
     PARALLEL_ABOVE points, where thread start-up costs more than it saves, all cores above.
+    `progress(done, total)` is called with the iterations done every PROGRESS_EVERY iterations, last with total.
     """
     from openTSNE import TSNE
     from openTSNE.initialization import rescale
 
     x = _unit(emb)
     _check(x, init)
-    start = "pca" if init is None else rescale(np.asarray(init, dtype=np.float64), target_std=1e-4)
+    if init is None:
+        start, early, plain = "pca", FULL_EARLY_ITERS, FULL_ITERS
+    else:
+        start = rescale(np.asarray(init, dtype=np.float64), target_std=1e-4)
+        early, plain = 0, ALIGNED_ITERS
+    total = early + plain
+    done = [0]
+
+    def report(iteration: int, error: float, embedding: np.ndarray) -> bool:
+        # openTSNE restarts its iteration count in each phase; both phases are multiples of PROGRESS_EVERY,
+        # so counting calls gives the iterations done across phases.
+        done[0] += PROGRESS_EVERY
+        progress(done[0], total)
+        return False
+
     model = TSNE(
         n_components=2,
         perplexity=effective_perplexity(len(x), perplexity),
         initialization=start,
+        early_exaggeration_iter=early,
+        n_iter=plain,
         negative_gradient_method="auto",
         random_state=seed,
         n_jobs=n_jobs if n_jobs is not None else (1 if len(x) < PARALLEL_ABOVE else -1),
+        callbacks=report if progress else None,
+        callbacks_every_iters=PROGRESS_EVERY,
         verbose=False,
     )
     return np.asarray(model.fit(x), dtype=np.float32)
@@ -117,7 +143,8 @@ def aligned_maps(
     """(reference map, fine-tuned map started from the reference map), so unmoved points stay put.
 
     `params` go to tsne() (perplexity) or umap_2d() (n_neighbors, min_dist). Cached by embedding content,
-    method, seed and params; the fine-tuned entry is also keyed by the reference entry it started from.
+    method, seed and params; the fine-tuned entry is also keyed by the reference entry it started from and,
+    for t-SNE, by the aligned schedule (ALIGNED_ITERS).
     """
     if method not in METHODS:
         raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
@@ -130,7 +157,9 @@ def aligned_maps(
     ref_key = reference_map_key(method, ref_emb, seed, params)
     rows = len(ref_emb)
     ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params), rows)
-    tuned_key = (method, array_fingerprint(tuned_emb), seed, params, "init", key_hash(ref_key))
+    # The aligned t-SNE schedule is part of the key, so a map cached under another schedule is recomputed.
+    schedule = ALIGNED_ITERS if method == "tsne" else None
+    tuned_key = (method, array_fingerprint(tuned_emb), seed, params, "init", key_hash(ref_key), schedule)
     return ref_map, cached_projection(tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params), rows)
 
 
@@ -208,3 +237,34 @@ def neighbour_changes(ref_emb: np.ndarray, tuned_emb: np.ndarray, index: int, k:
         "lost": [i for i in ref if i not in tuned_set],
         "overlap": len(kept) / max(len(ref), 1),
     }
+
+
+# --- how well a map keeps neighbourhoods (bench/maps.py) ------------------------------------------------
+
+
+def _map_neighbours(points: np.ndarray, k: int) -> np.ndarray:
+    """(n, k) indices of each point's k nearest other points on a 2-D map."""
+    from sklearn.neighbors import NearestNeighbors
+
+    pts = np.asarray(points, dtype=np.float64)
+    idx = NearestNeighbors(n_neighbors=k + 1).fit(pts).kneighbors(pts, return_distance=False)
+    return np.array([[j for j in row if j != i][:k] for i, row in enumerate(idx)])
+
+
+def neighbours_kept(a: np.ndarray, b: np.ndarray, k: int = 10) -> float:
+    """Mean share of each point's k nearest map neighbours in `a` that are also among them in `b`: how much
+    of one map's local structure another keeps, whatever its rotation or scale."""
+    na, nb = _map_neighbours(a, k), _map_neighbours(b, k)
+    return float(np.mean([len(set(ra) & set(rb)) / k for ra, rb in zip(na, nb)]))
+
+
+def map_knn_accuracy(points: np.ndarray, labels: Sequence, k: int = 10) -> float:
+    """Leave-one-out kNN accuracy on the map's 2-D coordinates (majority of the k nearest other points,
+    ties to the nearest's label among the tied): how well the map separates the labels."""
+    labels = np.asarray(labels)
+    hits = 0
+    for i, row in enumerate(_map_neighbours(points, k)):
+        values, counts = np.unique(labels[row], return_counts=True)
+        tied = set(values[counts == counts.max()])
+        hits += next(labels[j] for j in row if labels[j] in tied) == labels[i]
+    return hits / len(labels)
