@@ -12,7 +12,7 @@ import torch
 
 import core.analysis.projection
 import core.models.encode
-from core.analysis import layers, maps
+from core.analysis import layers, maps, projection
 from core.data.corpus import build_corpus, demo_corpus_path, detect_columns, read_table
 from core.evaluation.evaluate import evaluate
 from core.models.loading import load_model
@@ -178,3 +178,20 @@ def test_layer_curves_one_pass_cached_and_frozen_shading(tiny_model, tuned, corp
     assert sorted((s.x0, s.x1) for s in two.layout.shapes) == [(0.5, 1.5), (0.5, 2.5)]
     assert {a.text for a in two.layout.annotations} == {"frozen in a", "frozen in b"}
     assert not layers.layers_figure(curves, []).layout.shapes
+
+
+def test_map_data_reports_each_maps_iterations_only_when_it_computes_them(tiny_model, tuned, corpus):
+    """The Maps page's progress bar follows openTSNE's iterations: the reference map's full schedule, then the
+    fine-tuned map's short one from the reference layout; a second call reads both from the cache."""
+    seen: dict[str, list[tuple[int, int]]] = {}
+    maps.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS, seed=5,
+                  progress=lambda label, done, total: seen.setdefault(label, []).append((done, total)))
+    iterations = {label: counts for label, counts in seen.items() if "(iterations)" in label}
+    reference, aligned = (counts for label, counts in sorted(iterations.items(), key=lambda kv: "fine" in kv[0]))
+    assert reference[-1] == (projection.FULL_EARLY_ITERS + projection.FULL_ITERS,) * 2
+    assert aligned[-1] == (projection.ALIGNED_ITERS,) * 2
+    assert all(a[0] < b[0] for a, b in zip(reference, reference[1:]))
+    seen.clear()
+    maps.map_data(tiny_model, tuned, corpus, "tsne", max_points=POINTS, seed=5,
+                  progress=lambda label, done, total: seen.setdefault(label, []).append((done, total)))
+    assert not any("(iterations)" in label for label in seen)

@@ -131,7 +131,7 @@ def test_umap_shape_determinism_and_init():
 def test_aligned_maps_cache_keys(monkeypatch):
     calls = []
 
-    def fake(method, emb, init, seed, params):
+    def fake(method, emb, init, seed, params, progress=None):
         calls.append(init is None)
         return emb[:, :2] + (0 if init is None else init)
 

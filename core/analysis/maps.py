@@ -71,12 +71,17 @@ def _encode(model, corpus: Corpus, train_texts: list[str], name: str,
     return train, test
 
 
-def _reference_map(emb: np.ndarray, method: str, seed: int) -> np.ndarray:
+def _reference_map(emb: np.ndarray, method: str, seed: int,
+                   progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """The reference map alone, cached under the key aligned_maps gives it (same method, content, seed,
     no params, no init), so the first run trained later starts from this very map without recomputing it."""
-    project = projection.tsne if method == "tsne" else projection.umap_2d
-    return projection.cached_projection(projection.reference_map_key(method, emb, seed, {}),
-                                        lambda: project(emb, seed=seed), rows=len(emb))
+    def project() -> np.ndarray:
+        if method == "tsne":
+            return projection.tsne(emb, seed=seed, progress=progress)
+        return projection.umap_2d(emb, seed=seed)
+
+    return projection.cached_projection(projection.reference_map_key(method, emb, seed, {}), project,
+                                        rows=len(emb))
 
 
 def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points: int = 2000, seed: int = 0,
@@ -110,14 +115,17 @@ def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points:
               "labels": [corpus.classes[codes[i]] for i in rows], "split": [split[i] for i in rows],
               "n_available": len(texts), "reference": ref_emb, "ref_knn": ref_knn,
               "n_test": len(corpus.test_texts)}
+    ref_progress = _phase(progress, f"{label}: reference map (iterations)")
     if tuned is None:
         if progress:
             progress(f"Projecting with {label} (maps)", 0, 1)
-        return MapData(ref_map=_reference_map(ref_emb, method, seed), **common)
+        return MapData(ref_map=_reference_map(ref_emb, method, seed, ref_progress), **common)
     tuned_emb, tuned_knn = embed_and_score(tuned, "fine-tuned")
     if progress:
         progress(f"Projecting with {label} (maps)", 0, 2)
-    ref_map, tuned_map = projection.aligned_maps(ref_emb, tuned_emb, method, seed)
+    ref_map, tuned_map = projection.aligned_maps(
+        ref_emb, tuned_emb, method, seed,
+        progress=(ref_progress, _phase(progress, f"{label}: fine-tuned map from the reference layout (iterations)")))
     return MapData(ref_map=ref_map, tuned=tuned_emb, tuned_map=tuned_map, tuned_knn=tuned_knn, **common)
 
 

@@ -124,9 +124,13 @@ def umap_2d(
     return np.asarray(model.fit_transform(x), dtype=np.float32)
 
 
-def _project(method: str, emb: np.ndarray, init: np.ndarray | None, seed: int, params: dict) -> np.ndarray:
+Progress = Callable[[int, int], None]  # (iterations done, total); t-SNE reports it, UMAP has no callback
+
+
+def _project(method: str, emb: np.ndarray, init: np.ndarray | None, seed: int, params: dict,
+             progress: Progress | None = None) -> np.ndarray:
     if method == "tsne":
-        return tsne(emb, init=init, seed=seed, **params)
+        return tsne(emb, init=init, seed=seed, progress=progress, **params)
     if method == "umap":
         return umap_2d(emb, init=init, seed=seed, **params)
     raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
@@ -139,8 +143,10 @@ def aligned_maps(
     seed: int = 0,
     params: dict | None = None,
     cache: bool = True,
+    progress: tuple[Progress | None, Progress | None] = (None, None),
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(reference map, fine-tuned map started from the reference map), so unmoved points stay put.
+    """(reference map, fine-tuned map started from the reference map), so unmoved points stay put. `progress`:
+    one callback per map (called only for a map that is computed, not read from the cache).
 
     `params` go to tsne() (perplexity) or umap_2d() (n_neighbors, min_dist). Cached by embedding content,
     method, seed and params; the fine-tuned entry is also keyed by the reference entry it started from and,
@@ -151,16 +157,18 @@ def aligned_maps(
     if np.shape(ref_emb)[0] != np.shape(tuned_emb)[0]:
         raise ValueError("reference and fine-tuned embeddings must cover the same texts")
     params = dict(params or {})
+    ref_progress, tuned_progress = progress
     if not cache:
-        ref_map = _project(method, ref_emb, None, seed, params)
-        return ref_map, _project(method, tuned_emb, ref_map, seed, params)
+        ref_map = _project(method, ref_emb, None, seed, params, ref_progress)
+        return ref_map, _project(method, tuned_emb, ref_map, seed, params, tuned_progress)
     ref_key = reference_map_key(method, ref_emb, seed, params)
     rows = len(ref_emb)
-    ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params), rows)
+    ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params, ref_progress), rows)
     # The aligned t-SNE schedule is part of the key, so a map cached under another schedule is recomputed.
     schedule = ALIGNED_ITERS if method == "tsne" else None
     tuned_key = (method, array_fingerprint(tuned_emb), seed, params, "init", key_hash(ref_key), schedule)
-    return ref_map, cached_projection(tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params), rows)
+    return ref_map, cached_projection(
+        tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params, tuned_progress), rows)
 
 
 def subsample(n: int, max_points: int, labels: Sequence, seed: int = 0) -> np.ndarray:
