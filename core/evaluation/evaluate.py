@@ -150,14 +150,26 @@ def layer_states(
     return train, test
 
 
+def _layer_knn(states: tuple[np.ndarray, np.ndarray], corpus: Corpus, settings: EvalSettings) -> list[float]:
+    train, test = states
+    knn = eval_sets(corpus, settings).knn
+    return layerwise_knn_accuracy(train, corpus.train_labels[knn], test, corpus.test_labels, settings.knn_k,
+                                  settings.layer_metric)
+
+
+def _layer_cka(ref: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray]) -> list[float]:
+    ref_all, new_all = np.concatenate(ref, axis=1), np.concatenate(new, axis=1)
+    if ref_all.shape[0] != new_all.shape[0]:
+        raise UserError(f"the models have {ref_all.shape[0] - 1} and {new_all.shape[0] - 1} layers; CKA compares "
+                        "layers of one architecture")
+    return [linear_cka(a, b) for a, b in zip(ref_all, new_all)]
+
+
 def evaluate_layers(
     model, corpus: Corpus, settings: EvalSettings = EvalSettings(), progress: PhaseProgress | None = None
 ) -> list[dict]:
     """kNN accuracy of every layer's mean-pooled hidden state (0 = embeddings), from one pass per batch."""
-    train, test = layer_states(model, corpus, settings, progress)
-    knn = eval_sets(corpus, settings).knn
-    accs = layerwise_knn_accuracy(train, corpus.train_labels[knn], test, corpus.test_labels, settings.knn_k,
-                                  settings.layer_metric)
+    accs = _layer_knn(layer_states(model, corpus, settings, progress), corpus, settings)
     return [{"layer": i, "knn_accuracy": a} for i, a in enumerate(accs)]
 
 
@@ -165,19 +177,16 @@ def layer_cka(reference, tuned, corpus: Corpus, settings: EvalSettings = EvalSet
               progress: PhaseProgress | None = None) -> list[float]:
     """Linear CKA per layer between two models' mean-pooled hidden states of the same texts (the kNN train sample
     and the test texts): 1.0 = the layer did not change. The states are the ones the kNN curves use."""
-    ref = np.concatenate(layer_states(reference, corpus, settings, progress, "reference"), axis=1)
-    new = np.concatenate(layer_states(tuned, corpus, settings, progress, "fine-tuned"), axis=1)
-    if ref.shape[0] != new.shape[0]:
-        raise UserError(f"the models have {ref.shape[0] - 1} and {new.shape[0] - 1} layers; CKA compares layers "
-                         "of one architecture")
-    return [linear_cka(a, b) for a, b in zip(ref, new)]
+    return _layer_cka(layer_states(reference, corpus, settings, progress, "reference"),
+                      layer_states(tuned, corpus, settings, progress, "fine-tuned"))
 
 
 def compare_layers(reference, tuned, corpus: Corpus, settings: EvalSettings = EvalSettings(),
                    progress: PhaseProgress | None = None) -> list[dict]:
-    """Per layer: the reference's and the fine-tuned model's kNN accuracy and their linear CKA."""
-    before = evaluate_layers(reference, corpus, settings, progress)
-    after = evaluate_layers(tuned, corpus, settings, progress)
-    cka = layer_cka(reference, tuned, corpus, settings, progress)
-    return [{"layer": b["layer"], "knn_accuracy": b["knn_accuracy"], "knn_accuracy_tuned": a["knn_accuracy"],
-             "cka": c} for b, a, c in zip(before, after, cka, strict=True)]
+    """Per layer: the reference's and the fine-tuned model's kNN accuracy and their linear CKA, each model's
+    states read once."""
+    ref = layer_states(reference, corpus, settings, progress, "reference")
+    new = layer_states(tuned, corpus, settings, progress, "fine-tuned")
+    return [{"layer": i, "knn_accuracy": b, "knn_accuracy_tuned": a, "cka": c}
+            for i, (b, a, c) in enumerate(zip(_layer_knn(ref, corpus, settings), _layer_knn(new, corpus, settings),
+                                              _layer_cka(ref, new), strict=True))]
