@@ -20,7 +20,7 @@ GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
 PREVIEW_ROWS = 20
 BUDGET = (("epochs", "batch_size", "lr", "warmup_ratio"), ("seed", "max_steps", "eval_every", "pooling"),
-          ("freeze_layers", "precision", "freeze_embeddings"))
+          ("freeze_layers", "top_layers", "precision", "freeze_embeddings"))
 KEYS = {"mine_k": "k", "batch_size": "batch", "warmup_ratio": "warmup", "documents": "docs"}  # widget keys kept
 
 store = ui.run_store()

@@ -17,11 +17,11 @@ from core.analysis.tradeoff import (
     tradeoff_points,
 )
 from core.errors import UserError
-from core.jobs.quick import quick_run
+from core.jobs.quick import QUICK_TOP, quick_run, quick_text
 from ui.run_control import corpus_fields, keep_warm
 from ui.run_panel import progress_text
 
-POLL_S = 2
+POLL_S = 0.5  # while a quick run trains: its point should show within moments of it finishing
 
 st.title("Trade-off")
 st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training texts that share its label "
@@ -68,7 +68,8 @@ if corpus is not None and corpus.kind != "labelled":
     before_after_sections()  # the P@k / S@k parts below need labels
 corpus = ui.require_corpus("Trade-off")
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
-quick_runs: dict[float, str] = ui.state.session_cache("quick_runs").setdefault(context, {})  # margin -> run id
+# (margin, trained every layer) -> run id
+quick_runs: dict[tuple[float, bool], str] = ui.state.session_cache("quick_runs").setdefault(context, {})
 k = int(st.number_input("k (neighbours retrieved per text)", min_value=1, max_value=100, value=16, step=1,
                         key="tradeoff_k", persist_state="session",
                         help="Changing k rescores every run from cached embeddings; nothing is re-encoded."))
@@ -110,36 +111,43 @@ def margin_slider() -> float | None:
     return margin
 
 
-def start_quick(margin: float) -> None:
+def start_quick(margin: float, full: bool = False) -> None:
     """Start (or find) the quick run, then redraw: a run that is already done belongs on the plot above."""
     with ui.guard("Starting the quick model") as outcome:
         base = {**corpus_fields(), "model": ui.state.model_name(), "recipe": "triplet"}
-        quick_runs[margin] = quick_run(runs, base, margin)
+        quick_runs[margin, full] = quick_run(runs, base, margin, full=full)
     if not outcome.failed:
         st.rerun()
 
 
 def quick_status() -> None:
     """This session's quick runs while they train; once one finishes the whole page reruns so its point shows."""
-    watched = {margin for margin, run_id in quick_runs.items() if _active(run_id)}
+    watched = {key for key, run_id in quick_runs.items() if _active(run_id)}
 
     @st.fragment(run_every=POLL_S if watched else None)
     def panel() -> None:
-        for margin, run_id in sorted(quick_runs.items()):
+        for (margin, full), run_id in sorted(quick_runs.items()):
             try:
                 run = runs.get(run_id)
             except UserError:
                 continue  # deleted on the Runs page
+            name = f"{quick_text(run.config) or 'quick'} model at margin {margin:g}"
             if run.active:
                 fraction, text = progress_text(run)
-                elapsed = time.time() - (run.started or run.created)
-                st.progress(fraction, text=f"Quick model, margin {margin:g} · {text} · {elapsed:.0f} s so far")
-            elif margin in watched:
+                elapsed = time.time() - run.created
+                st.progress(fraction, text=f"{name[0].upper()}{name[1:]} · {text} · {elapsed:.0f} s so far")
+            elif (margin, full) in watched:
                 st.rerun()  # it just finished: redraw the page, with its point on the plot
             elif run.status == "done":
-                st.caption(f"The quick model at margin {margin:g} is on the plot as `{run.id}`.")
+                retrain = run.config.get("top_layers") and (margin, True) not in quick_runs
+                line, button = st.columns([4, 1]) if retrain else (st, None)
+                line.caption(f"The {name} is on the plot as `{run.id}`"
+                             f"{' (only its top layers trained)' if retrain else ''}.")
+                if button and button.button("Retrain fully", key=f"full_{margin:g}", icon=":material/replay:",
+                                            help="Train the same point with every layer, in the background."):
+                    start_quick(margin, full=True)
             else:
-                st.warning(f"The quick model at margin {margin:g} {run.status}: {run.error or 'no model was saved'}. "
+                st.warning(f"The {name} {run.status}: {run.error or 'no model was saved'}. "
                            "Press the button to train it again.")
 
     panel()
@@ -155,8 +163,9 @@ def _active(run_id: str) -> bool:
 trade_off_plot()
 st.subheader("Margin")
 st.caption("What a triplet margin does, before any training: the share of the reference model's mined "
-           "triplets whose constraint is still active. Train a small model (256 triplets, one epoch) at the "
-           "margin to see where it lands on the plot above.")
+           "triplets whose constraint is still active. Train a quick model at the margin (256 triplets, one "
+           f"epoch, only the top {QUICK_TOP} layers, from the frozen layers' cached output) to see where it lands on "
+           f"the plot above; it is marked \"top-{QUICK_TOP} quick\" there, and one click retrains it with every layer.")
 picked = margin_slider()
 if picked is not None:
     if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):

@@ -17,7 +17,7 @@ MARGINS = (0.1, 5.0)
 PUBLISHED = {0.1: (80.6, 35.2), 5.0: (81.3, 29.6)}  # P, S after 50k triplets, 5 epochs
 
 
-def _quick_corpus(folder: Path) -> Path:
+def sst2_subset(folder: Path) -> Path:
     """--quick: 3,000 train rows (seeded) and the first 200 validation rows, written to a temp file."""
     import pandas as pd
 
@@ -37,7 +37,7 @@ def run(opts: Options) -> None:
     n_examples = 300 if opts.quick else 2000
     with tempfile.TemporaryDirectory(prefix="bench-margin-") as tmp:
         tmp = Path(tmp)
-        corpus = _quick_corpus(tmp) if opts.quick else data_file("sst2.csv")
+        corpus = sst2_subset(tmp) if opts.quick else data_file("sst2.csv")
         results, walls = {}, {}
         for margin in MARGINS:
             set_seeds()

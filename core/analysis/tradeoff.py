@@ -14,8 +14,8 @@ from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.headline import HEADLINE
-from core.jobs.quick import is_quick
 from core.models.encode import encode_cached
+from core.jobs.quick import quick_text
 from core.runs.labels import knob_value, run_label
 from core.runs.store import Run, RunStore
 from core.training.examples import mine_train_sample
@@ -97,9 +97,9 @@ def _point(run: Run | None, metrics: dict) -> dict:
     if run is None:
         return {"name": "reference model", "run_id": None, "is_reference": True,
                 "quick": False, "recipe": None, "margin": None, **scores}
-    quick = is_quick(run.config)
-    return {"name": f"{run.id}{' (quick)' if quick else ''}", "run_id": run.id, "is_reference": False,
-            "quick": quick, "recipe": run.config.get("recipe"), "margin": knob_value(run.config), **scores}
+    quick = quick_text(run.config)
+    return {"name": f"{run.id}{f' ({quick})' if quick else ''}", "run_id": run.id, "is_reference": False,
+            "quick": bool(quick), "recipe": run.config.get("recipe"), "margin": knob_value(run.config), **scores}
 
 
 # --- a metric before -> after per run ----------------------------------------------------------------------

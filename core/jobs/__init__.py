@@ -7,6 +7,7 @@
   failed): ``start``, ``poll``.
 - ``standby``: pre-warmed workers with the heavy imports done: ``ensure``, ``hand_over``, ``stop_all``.
 - ``sweep``: a grid of (recipe, margin or scale) runs in one worker: ``sweep_config``, ``cancel``.
-- ``quick``: small-budget runs at one knob value, reused per value (the margin slider): ``quick_run``,
-  ``quick_config``, ``is_quick``, ``QUICK_BUDGET``.
+- ``quick``: small-budget runs at one knob value, reused per value (the margin slider), training the top layers
+  from cached frozen states: ``quick_run``, ``quick_config``, ``find_quick``, ``is_quick``, ``quick_text``,
+  ``quick_top_layers``, ``QUICK_BUDGET``, ``QUICK_TOP``.
 """

@@ -85,6 +85,11 @@ def ensure(store: RunStore) -> int | None:
     return pid
 
 
+def waiting(store: RunStore) -> bool:
+    """Whether a standby has finished its imports and waits for a run (a hand-over now starts work at once)."""
+    return bool(_markers(store, "ready"))
+
+
 def hand_over(store: RunStore, run_id: str) -> int | None:
     """Give a queued run to a standby and record it as the run's process; its pid, or None when there is
     none (the caller then spawns a worker). A ready standby is preferred; one still importing is taken too,

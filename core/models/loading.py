@@ -108,26 +108,35 @@ def _uses_ata(path: str) -> bool:
     return modules.exists() and "ATATransformer" in modules.read_text(encoding="utf-8")
 
 
-def layer_count(name: str | None) -> int | None:
-    """The model's number of transformer layers, read from its config without loading the weights, so a config
-    that freezes more layers than exist is refused before a worker starts; None for a hub id or a model whose
-    config does not say."""
+def _hf_config(name: str | None):
+    """The model's Hugging Face config, read without loading the weights; None for a hub id."""
     path = Path(resolve_model(name))
     if not path.is_dir():
         return None
     setup_offline()
-    from transformers import AutoConfig  # only when layers are frozen: keeps the CLI's start-up light
+    from transformers import AutoConfig  # only when needed: keeps the CLI's start-up light
 
     try:
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8")) if (
             path / "modules.json").exists() else []
         folder = next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith("Transformer")), "")
-        config = AutoConfig.from_pretrained(str(path / folder))
+        return AutoConfig.from_pretrained(str(path / folder))
     except (OSError, ValueError, AttributeError, TypeError) as exc:
         raise UserError(f"Could not read the configuration of model {shorten(name or DEFAULT_MODEL)} in {path}: "
                         f"{shorten(exc, 120)}") from exc
-    layers = getattr(config, "num_hidden_layers", None)
+
+
+def layer_count(name: str | None) -> int | None:
+    """The model's number of transformer layers, from its config, so a config that freezes more layers than exist
+    is refused before a worker starts; None for a hub id or a model whose config does not say."""
+    layers = getattr(_hf_config(name), "num_hidden_layers", None)
     return layers if isinstance(layers, int) else None
+
+
+def model_type(name: str | None) -> str | None:
+    """The architecture named in the model's config ('bert', 'mpnet', ...); None for a hub id."""
+    kind = getattr(_hf_config(name), "model_type", None)
+    return kind if isinstance(kind, str) else None
 
 
 def load_model(name: str | None = None, device: str | None = None):

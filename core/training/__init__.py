@@ -20,5 +20,7 @@
 - ``config``: ``TrainConfig``, the general settings ``GENERAL`` and the one validation of a run's settings.
 - ``trainer``: freezing, pooling, the sentence-transformers trainer with progress / cancel, before / after
   evaluation: ``run_training``, ``make_trainer``, ``freeze``.
+- ``top_layers``: training only the top n layers from the frozen part's cached output (the quick margin point's
+  fast path): ``top_layers_view``, ``split_layer``, ``TopLayers``, ``supports_top_layers``, ``SUPPORTED``.
 - ``card``: the ContrastLab section of the saved model card: ``contrastlab_card_section``.
 """

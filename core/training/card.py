@@ -52,7 +52,8 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
         f"({result.get('examples', {}).get('format', recipe.example_format)})",
         f"- **Training:** {cfg.epochs} epoch(s), batch {cfg.batch_size}, lr {cfg.lr}, warm-up ratio "
         f"{cfg.warmup_ratio}, seed {cfg.seed}, pooling {cfg.pooling}, frozen: "
-        f"{'embeddings + ' if cfg.freeze_embeddings else ''}{cfg.freeze_layers} layer(s)",
+        + (f"all but the top {cfg.top_layers} layer(s), trained from the frozen part's cached output"
+           if cfg.top_layers else f"{'embeddings + ' if cfg.freeze_embeddings else ''}{cfg.freeze_layers} layer(s)"),
         "",
         f"| metric (k = {k}) | before | after |",
         "|---|---|---|",

@@ -8,6 +8,7 @@ import json
 import math
 import re
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Protocol
 
@@ -22,7 +23,7 @@ from core.data.kinds import load_any
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus, load_pairs
 from core.errors import Cancelled, UserError
-from core.evaluation.evaluate import EvalSettings, evaluate
+from core.evaluation.evaluate import EvalSettings, eval_sets, evaluate
 from core.evaluation.evaluator import TradeoffEvaluator
 from core.evaluation.ordering import evaluate_lists, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, sts_spearman
@@ -31,6 +32,7 @@ from core.models.loading import load_model
 from core.training.card import contrastlab_card_section
 from core.training.config import TrainConfig
 from core.training.recipes import get_recipe
+from core.training.top_layers import split_layer, top_layers_view
 
 
 class Reporter(Protocol):
@@ -180,6 +182,20 @@ def _evaluate(model, reference, corpus: Corpus | PairCorpus | ListCorpus, settin
     return result
 
 
+def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset, reporter: Reporter):
+    """With top_layers, the block trains and evaluates only the model's top layers from cached frozen states
+    (core.training.top_layers), prefilled for the examples' texts and the texts the evaluation encodes."""
+    if not cfg.top_layers:
+        return nullcontext()
+    texts = [value for column in dataset.column_names for value in dataset[column] if isinstance(value, str)]
+    if isinstance(corpus, Corpus):
+        texts += eval_sets(corpus, settings).train_texts + list(corpus.test_texts)
+    reporter.progress(phase="caching the frozen layers' output", step=None, total=None, eta_s=None)
+    return top_layers_view(model, cfg.top_layers, texts,
+                           progress=lambda d, t: reporter.progress(phase="caching the frozen layers' output",
+                                                                   step=d, total=t))
+
+
 def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     """Evaluate the base model, train, evaluate again, save the model to work_dir/'model'.
 
@@ -230,21 +246,27 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
         raise Cancelled()
 
     model = set_pooling(model, cfg.pooling)
-    freeze_stats = freeze(model, cfg.freeze_embeddings, cfg.freeze_layers)
-    loss = recipe.build_loss(model, cfg)
-    evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
-    trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator)
-    reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
-    t2 = time.monotonic()
-    train_out = trainer.train()
-    timings["train_s"] = time.monotonic() - t2
-    if reporter.should_stop():
-        raise Cancelled()
+    if cfg.top_layers:
+        freeze_stats = freeze(model, True, split_layer(model, cfg.top_layers))
+    else:
+        freeze_stats = freeze(model, cfg.freeze_embeddings, cfg.freeze_layers)
+    t_states = time.monotonic()
+    with _top_layers(model, cfg, corpus, settings, dataset, reporter):
+        timings["frozen_states_s"] = time.monotonic() - t_states
+        loss = recipe.build_loss(model, cfg)
+        evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
+        trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator)
+        reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
+        t2 = time.monotonic()
+        train_out = trainer.train()
+        timings["train_s"] = time.monotonic() - t2
+        if reporter.should_stop():
+            raise Cancelled()
 
-    t3 = time.monotonic()
-    after = _evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
-                      model_name=f"{cfg.model} + {cfg.recipe}", sts=sts, lists=lists)
-    timings["evaluate_after_s"] = time.monotonic() - t3
+        t3 = time.monotonic()
+        after = _evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
+                          model_name=f"{cfg.model} + {cfg.recipe}", sts=sts, lists=lists)
+        timings["evaluate_after_s"] = time.monotonic() - t3
     result = {
         "before": before,
         "after": after,

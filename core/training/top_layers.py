@@ -1,0 +1,175 @@
+"""Training only the top n transformer layers from cached hidden states: the fast path of the quick margin point.
+
+Why: with the embeddings and every layer below the top n frozen, the hidden state entering layer L - n is a fixed
+function of a text's tokens. Computing it once per text (and caching it on disk, keyed like the other caches) and
+then running only the top n layers forward and backward makes a training step and the after-evaluation about
+L / n times cheaper; seed 002 reports that fine-tuning the last two layers gets close to full fine-tuning
+(bench/quick.py measures how close on SST-2). docs/definitions.md, "Quick margin point", says what differs from a
+full run: the frozen layers' dropout is not applied (their states are computed once, in evaluation mode).
+
+`top_layers_view(model, n)` swaps the model's Hugging Face module for `TopLayers` while training and evaluating
+run, so the trainer, the losses and core.models.encode work unchanged, and restores it afterwards: the weights
+are shared, so the original model then holds the trained top layers and saves as a normal model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_outputs import BaseModelOutput
+
+from core.errors import UserError
+from core.models.loading import model_fingerprint
+from core.storage import embeddings_entry, load_array, save_array
+
+# Encoders whose layers take (hidden states, attention mask) and nothing else: MPNet (relative position bias) and
+# DistilBERT (another layout) do not, and train all layers in quick mode.
+SUPPORTED = ("bert", "roberta", "xlm-roberta", "electra")
+BATCH = 64
+
+Progress = Callable[[int, int], None]
+
+
+def supports_top_layers(model_type: str | None) -> bool:
+    return model_type in SUPPORTED
+
+
+def _key(ids: torch.Tensor | np.ndarray) -> bytes:
+    """A text's cache key: its token ids, which are exactly what its frozen states depend on (a sentence embedding
+    encodes one text, so token types are all 0)."""
+    return np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64).tobytes()
+
+
+class TopLayers(torch.nn.Module):
+    """Stands in for a BERT-style Hugging Face model: the hidden state after layer `split` comes from `states`
+    (computed on a miss with the frozen lower layers), then the layers from `split` on run as usual.
+
+    Requests for hidden states or attentions (layer-wise curves, ATA pooling) run the whole model instead: those
+    need every layer's output."""
+
+    def __init__(self, hf: torch.nn.Module, split: int) -> None:
+        super().__init__()
+        self.hf = hf
+        self.split = split
+        self.states: dict[bytes, torch.Tensor] = {}  # key -> (length, hidden), float32 on the CPU
+        self.misses = 0
+
+    @property
+    def config(self):
+        return self.hf.config
+
+    def set_attn_implementation(self, implementation: str) -> None:
+        self.hf.set_attn_implementation(implementation)
+
+    @torch.no_grad()
+    def lower(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+              token_type_ids: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The hidden states entering the top layers, one (length, hidden) tensor per row, padding removed."""
+        was_training = self.hf.training
+        self.hf.eval()  # the frozen part without dropout: the same states every time
+        try:
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            out = self.hf(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                          return_dict=True, **extra)
+        finally:
+            self.hf.train(was_training)
+        hidden = out.hidden_states[self.split].float().cpu()
+        return [hidden[row, : int(length)].clone() for row, length in enumerate(attention_mask.sum(1).tolist())]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                output_hidden_states: bool | None = None, output_attentions: bool | None = None, **kwargs):
+        if output_hidden_states or output_attentions:
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            return self.hf(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states,
+                           output_attentions=output_attentions, **extra, **kwargs)
+        lengths = attention_mask.sum(1).tolist()
+        keys = [_key(input_ids[row, :n]) for row, n in enumerate(lengths)]
+        missing = list({key: row for row, key in enumerate(keys) if key not in self.states}.values())
+        if missing:
+            self.misses += len(missing)
+            rows = torch.tensor(missing, device=input_ids.device)
+            width = int(max(lengths[row] for row in missing))
+            types = None if token_type_ids is None else token_type_ids[rows, :width]
+            for row, state in zip(missing, self.lower(input_ids[rows, :width], attention_mask[rows, :width], types)):
+                self.states[keys[row]] = state
+        hidden = torch.zeros(*input_ids.shape, self.hf.config.hidden_size, device=input_ids.device)
+        for row, (key, n) in enumerate(zip(keys, lengths)):
+            hidden[row, :n] = self.states[key].to(hidden.device)
+        hidden = hidden.to(next(self.hf.parameters()).dtype)
+        mask = create_bidirectional_mask(config=self.hf.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in self.hf.encoder.layer[self.split:]:
+            hidden = layer(hidden, mask)
+        return BaseModelOutput(last_hidden_state=hidden)
+
+
+def split_layer(model, top: int) -> int:
+    """The first trained layer's index, L - top; a UserError for an architecture or a count that cannot."""
+    hf = model[0].auto_model
+    model_type = getattr(hf.config, "model_type", None)
+    layers = getattr(getattr(hf, "encoder", None), "layer", None)
+    if not supports_top_layers(model_type) or not isinstance(layers, torch.nn.ModuleList):
+        raise UserError(f"top_layers needs a BERT-style encoder ({', '.join(SUPPORTED)}); this model is "
+                        f"{model_type or 'of an unknown type'}. Set top_layers to 0 to train every layer.")
+    if not 0 < top <= len(layers):
+        raise UserError(f"top_layers must be between 1 and {len(layers)}, the model's layers; got {top}.")
+    return len(layers) - top
+
+
+def prefill(view: TopLayers, model, texts: Sequence[str], progress: Progress | None = None) -> None:
+    """Fill `view.states` for `texts` from the disk cache, computing (and caching) them when absent: one pass of
+    the frozen model over the texts, longest first, in batches."""
+    texts = list(dict.fromkeys(texts))
+    if not texts:
+        return
+    kind = f"frozen-below-{view.split}"
+    fingerprint = model_fingerprint(model)
+    states_path = embeddings_entry(fingerprint, texts, kind)
+    tokens_path = embeddings_entry(fingerprint, texts, f"{kind}-tokens")
+    states = load_array(states_path, (None, view.hf.config.hidden_size))
+    tokens = load_array(tokens_path, (None, 2)) if states is not None else None
+    if tokens is None or len(tokens) != len(states):
+        tokens, states = _compute(view, model, texts, progress)
+        save_array(states_path, states)
+        save_array(tokens_path, tokens)  # written last: its presence means both are complete
+    bounds = np.flatnonzero(np.diff(tokens[:, 0])) + 1
+    for ids, row_states in zip(np.split(tokens[:, 1], bounds), np.split(states, bounds)):
+        view.states[_key(ids)] = torch.from_numpy(row_states)
+
+
+def _compute(view: TopLayers, model, texts: list[str], progress: Progress | None) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, states): for every token of every text, [text index, token id] and its hidden state."""
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for start in range(0, len(texts), BATCH):
+        rows = order[start : start + BATCH]
+        features = model.preprocess([texts[i] for i in rows])
+        ids, mask = features["input_ids"].to(model.device), features["attention_mask"].to(model.device)
+        types = features.get("token_type_ids")
+        lower = view.lower(ids, mask, None if types is None else types.to(model.device))
+        for position, (row, state) in enumerate(zip(rows, lower)):
+            found[int(row)] = (ids[position, : len(state)].cpu().numpy(), state.numpy())
+        if progress:
+            progress(min(start + BATCH, len(texts)), len(texts))
+    tokens = [np.stack([np.full(len(found[i][0]), i), found[i][0]], axis=1) for i in range(len(texts))]
+    return np.concatenate(tokens).astype(np.int64), np.concatenate([found[i][1] for i in range(len(texts))])
+
+
+@contextmanager
+def top_layers_view(model, top: int, texts: Sequence[str] = (), progress: Progress | None = None
+                    ) -> Iterator[TopLayers]:
+    """Within the block, `model` runs only its top `top` layers from cached frozen states (prefilled for `texts`);
+    afterwards it is the plain model again, with whatever the block trained."""
+    split = split_layer(model, top)
+    transformer = model[0]
+    hf = transformer.auto_model
+    view = TopLayers(hf, split)
+    prefill(view, model, texts, progress)
+    transformer.model = view
+    try:
+        yield view
+    finally:
+        transformer.model = hf
