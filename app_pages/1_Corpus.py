@@ -53,7 +53,8 @@ def choose_table() -> Table | None:
         file = st.file_uploader("CSV, TSV, JSON Lines or Parquet, with a header row", type=FILE_TYPES,
                                 max_upload_size=DEFAULT_MAX_BYTES // 2**20)
         if file is not None:
-            return ui.state.upload_table(file)
+            with st.spinner(f"Reading {file.name} ({file.size / 2**20:.1f} MB)…", show_time=True):
+                return ui.state.upload_table(file)
         if current is not None and current.source == "upload":
             st.caption(f"Using the uploaded file {literal(current.name)}; upload another one to replace it.")
             return current
@@ -61,7 +62,10 @@ def choose_table() -> Table | None:
     text = st.text_area("Paste a table with a header row (CSV, TSV or semicolon-separated)", height=150,
                         key="corpus_paste", persist_state="session",
                         placeholder="text,label\nThe striker scored twice in extra time.,sport\n…")
-    return ui.state.pasted_table(text) if text and text.strip() else None
+    if not text or not text.strip():
+        return None
+    with st.spinner("Reading the pasted table…", show_time=True):
+        return ui.state.pasted_table(text)
 
 
 def _index(options: list[str], name: str | None) -> int | None:
@@ -168,20 +172,27 @@ def all_texts(corpus) -> list[str]:
 
 
 def overlong(corpus) -> tuple[int, int] | None:
-    """(texts longer than the model's limit, the limit in tokens), once per corpus and model."""
+    """(texts longer than the model's limit, the limit in tokens), once per corpus and model. Tokenizing 100k
+    texts takes seconds, so it shows a progress bar where it is called."""
     cache, key = ui.state.session_cache("overlong"), (corpus.fingerprint, ui.state.model_name())
     if key not in cache:
-        with ui.guard("Counting over-long texts"):
+        with ui.guard("Counting over-long texts"), ui.progress_bar("Loading the model…") as bar:
             model = ui.get_model()
-            cache[key] = count_overlong(model, all_texts(corpus)), model.max_seq_length
+            count = count_overlong(model, all_texts(corpus), progress=lambda d, t: bar("Counting tokens", d, t))
+            cache[key] = count, model.max_seq_length
     return cache.get(key)
 
 
 def overlong_card(where, corpus) -> None:
-    too_long = overlong(corpus)
-    where.metric("Over-long texts", "–" if too_long is None else f"{too_long[0]:,}", border=True,
-                 help=None if too_long is None else f"Longer than the model's {too_long[1]} tokens; "
-                                                    "truncated when encoded.")
+    """Filled in last (`where` is an st.empty in the report's cards), so the rest of the report shows at once; a
+    failed count keeps its error box under a "–"."""
+    with where.container():
+        too_long = overlong(corpus)
+        if too_long is None:
+            st.metric("Over-long texts", "–", border=True)
+            return
+    where.metric("Over-long texts", f"{too_long[0]:,}", border=True,
+                 help=f"Longer than the model's {too_long[1]} tokens; truncated when encoded.")
 
 
 def show_report(corpus) -> None:
@@ -194,7 +205,7 @@ def show_report(corpus) -> None:
                     help="Rows dropped: a text without a label.")
     cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True,
                     help="Dropped." if report.duplicates_dropped else "Kept; tick Drop duplicates to remove them.")
-    overlong_card(cards[5], corpus)
+    overlong_slot = cards[5].empty()
     st.caption(f"{len(corpus.classes)} classes · {len(corpus.train_texts):,} train and {len(corpus.test_texts):,} "
                f"{corpus.target_split} texts · split: {report.split_source}")
     for warning in report.warnings:
@@ -207,6 +218,7 @@ def show_report(corpus) -> None:
         frame = corpus_frame(corpus)
         st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} texts")
         st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
+    overlong_card(overlong_slot, corpus)
 
 
 def show_pair_report(corpus) -> None:
@@ -220,7 +232,7 @@ def show_pair_report(corpus) -> None:
                     help=f"Rows dropped: {report.missing_score_dropped:,} without a score, "
                          f"{report.missing_label_dropped:,} without a label.")
     cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True, help="Pairs that appear more than once; kept.")
-    overlong_card(cards[5], corpus)
+    overlong_slot = cards[5].empty()
     st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} pairs · "
                f"split: {report.split_source}")
     for warning in report.warnings:
@@ -228,6 +240,7 @@ def show_pair_report(corpus) -> None:
     frame = pair_frame(corpus)
     st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} pairs")
     st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
+    overlong_card(overlong_slot, corpus)
 
 
 def show_list_report(corpus) -> None:
@@ -241,7 +254,7 @@ def show_list_report(corpus) -> None:
     cards[3].metric("Train lists", f"{len(corpus.train):,}", border=True)
     cards[4].metric(f"{corpus.target_split.capitalize()} lists", f"{len(corpus.test):,}", border=True,
                     help="The lists the ordering is scored on.")
-    overlong_card(cards[5], corpus)
+    overlong_slot = cards[5].empty()
     st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} lists · "
                f"split: {report.split_source}")
     for warning in report.warnings:
@@ -251,6 +264,7 @@ def show_list_report(corpus) -> None:
     picked = st.selectbox("Preview list", ids, format_func=lambda i: f"{i} ({where.get(i, corpus.target_split)})",
                           key=f"preview_list:{corpus.fingerprint}")
     st.dataframe(list_frame(corpus, picked), hide_index=True)
+    overlong_card(overlong_slot, corpus)
 
 
 def reference_result(corpus, label: str, score) -> dict | None:
@@ -329,7 +343,7 @@ with model_col:
 if table is not None:
     choice = COLUMN_CHOICE[table_kind(table.df)](table)
     if choice is not None:
-        with ui.guard("Building the corpus"):
+        with ui.guard("Building the corpus"), st.spinner(f"Validating {len(table.df):,} rows…", show_time=True):
             if ui.state.use_table(table, *choice):
                 st.rerun()  # the sidebar, drawn before, must show the new corpus
 elif ui.state.corpus() is not None:

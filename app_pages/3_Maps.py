@@ -6,13 +6,19 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from core.analysis.maps import NEIGHBOURS, available_points, map_data, map_figures, neighbours
+from core.analysis.maps import (
+    MAX_POINTS,
+    NEIGHBOURS,
+    available_points,
+    map_data,
+    map_figures,
+    neighbours,
+    point_options,
+)
 from core.runs.labels import run_reference
 from ui.run_picker import pick_run
 
 METHODS = {"t-SNE": "tsne", "UMAP": "umap"}
-POINT_STEPS = (250, 500, 1000, 2000, 5000, 10000)
-DEFAULT_POINTS = 2000
 POINTS_KEY = "maps_points"
 STATUS_COLOURS = {"kept": "#d3f9d8", "new": "#d0ebff", "lost": "#ffe3e3"}
 
@@ -26,13 +32,13 @@ corpus = ui.require_corpus("Maps")
 
 def points_control(total: int) -> int:
     """How many texts to plot: a few round sizes below the total, then all of them (up to the largest size)."""
-    options = [n for n in POINT_STEPS if n < total] + ([total] if total <= POINT_STEPS[-1] else [])
+    options = point_options(total)
     if st.session_state.get(POINTS_KEY) not in options:  # first view, or a corpus with other sizes
-        st.session_state[POINTS_KEY] = min(DEFAULT_POINTS, total)
-    return st.select_slider("Texts to plot", options, key=POINTS_KEY, persist_state="session",
+        st.session_state[POINTS_KEY] = min(MAX_POINTS.default, total)
+    return st.select_slider(MAX_POINTS.label, options, key=POINTS_KEY, persist_state="session",
                             format_func=lambda n: f"all {n:,}" if n == total else f"{n:,}",
-                            help="Larger corpora are subsampled, stratified by split and label; "
-                                 "fewer points project faster.")
+                            help="Drawn from the evaluation's training sample (up to 10,000 texts) and the test "
+                                 "split, stratified by split and label; fewer points project faster.")
 
 
 def select_point(chart_key: str, point_key: str) -> None:

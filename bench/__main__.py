@@ -23,8 +23,12 @@ BENCHMARKS = {
     "listmle": "ListMLE post-training on SNLI lists (seed 003): w = 0 / 0.5 / order only, ordering and STS-B Spearman",
     "mgh": "multi-granularity hard negatives on TREC (seed 004): band orders curriculum / random / reverse / fixed:K",
     "ata": "ATA vs mean and CLS pooling (seed 004): zero-shot and fine-tuned STS-B test Spearman, training time",
-    "maps": "aligned t-SNE map: short schedule from the reference layout vs openTSNE's full schedule",
+    "maps": "both t-SNE maps (reference, aligned) vs openTSNE's defaults, quality beside; UMAP's numba cache cold/warm",
+    "quick": "quick margin point: top-2 layers from cached frozen states vs every layer (speed on the demo corpus, "
+             "fidelity on SST-2)",
     "layer_change": "linear CKA per layer after a triplet run on SST-2 and a crop run on BBC News (seed 002)",
+    "scale": "a 96k-row corpus end to end: seconds and peak RSS per phase, report time, streamed encode vs ST.encode",
+    "server": "the app on TREC: server CPU while a run trains, step time app open vs CLI, issue 13's walk re-timed",
 }
 
 

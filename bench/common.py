@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import os
 import random
+import re
+import socket
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,3 +187,107 @@ def line(label: str, value: str) -> None:
 
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
+
+
+# ---------------------------------------------------------------- the real app in headless Chromium
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+PAGE_TIMEOUT_MS = 600_000
+START_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve_app(log: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+    """The app as `make run` serves it (`streamlit run app.py`, its flags, `.streamlit/config.toml` from the repo
+    root) on a free port, with this process's environment (CONTRASTLAB_HOME); yields (process, url). Always
+    stopped afterwards, with the pre-warmed workers it left waiting in the run store."""
+    from core.jobs import standby
+    from core.runs.store import RunStore
+
+    if not CHROMIUM.exists():
+        raise SystemExit(f"bench: {CHROMIUM} is missing (apt-get install chromium)")
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "localhost", "--server.port",
+           str(port), "--server.headless", "true"]  # the Makefile's `run` line
+    with log.open("a") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://localhost:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start:\n{log.read_text()[-2000:]}") from None
+                time.sleep(0.3)
+        yield proc, url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        standby.stop_all(RunStore())
+
+
+@contextmanager
+def chromium() -> Iterator[object]:
+    """Headless Chromium (playwright's Browser), closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def new_page(browser, url: str):
+    """A tab on the app in its own context, the app's first script run finished."""
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.goto(url)
+    page.get_by_role("heading", name="ContrastLab").wait_for()
+    wait_idle(page)
+    return page
+
+
+def wait_idle(page) -> None:
+    """Until the script run finished: Streamlit shows its status widget only while one is going."""
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                           timeout=PAGE_TIMEOUT_MS)
+
+
+def open_page(page, name: str, plot: bool = True) -> float:
+    """Seconds from clicking a page in the sidebar until it finished drawing (its first plot, with `plot`)."""
+    t0 = time.monotonic()
+    page.locator('[data-testid="stSidebar"]').get_by_role("link", name=name, exact=True).click()
+    page.get_by_role("heading", name=name, exact=True).wait_for(timeout=PAGE_TIMEOUT_MS)
+    if plot:
+        page.locator('[data-testid="stMain"] .js-plotly-plot').first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    wait_idle(page)
+    return time.monotonic() - t0
+
+
+def quick_point(page, margin: str) -> tuple[float, str]:
+    """On the Trade-off page: seconds from pressing the quick-train button to its point on the plot, and the run id."""
+    page.get_by_text("mined triplets are active").wait_for(timeout=PAGE_TIMEOUT_MS)
+    wait_idle(page)
+    page.get_by_role("button", name=f"Train quick model at margin {margin}").click()
+    t0 = time.monotonic()
+    done = page.get_by_text(re.compile(rf"margin {re.escape(margin)} is on the plot as"))
+    done.wait_for(timeout=PAGE_TIMEOUT_MS)
+    wait_idle(page)
+    return time.monotonic() - t0, re.search(r"on the plot as `?([\w-]+)", done.inner_text()).group(1)

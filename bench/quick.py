@@ -90,8 +90,8 @@ def _speed(opts: Options) -> None:
            f"demo corpus, all-MiniLM-L6-v2, 256 triplets, 1 epoch, batch 16, handed to a warm standby; medians of "
            f"{rounds} round(s), arms alternating; {load_note()}")
     line("first point on the corpus (caches cold)",
-         f"{first['wall']:.1f} s (frozen states {first['frozen states']:.1f} s, evaluation {first['evaluation']:.1f} s, "
-         f"training {first['training']:.1f} s)")
+         f"{first['wall']:.1f} s (frozen states {first['frozen states']:.1f} s, evaluation "
+         f"{first['evaluation']:.1f} s, training {first['training']:.1f} s)")
     medians = {arm: {key: statistics.median(p[key] for p in points) for key in points[0] if key != "warm"}
                for arm, points in results.items()}
     for arm, m in medians.items():
@@ -129,16 +129,16 @@ def _fidelity(opts: Options) -> None:
     for margin in FIDELITY_MARGINS:
         quick, full = (results[margin, arm]["after"] for arm in ("top-2 quick", "all layers"))
         line(f"margin {margin:g}  top-2 quick | all layers",
-             f"P {quick['polarity']:.1f} | {full['polarity']:.1f} ({quick['polarity'] - full['polarity']:+.1f})   "
-             f"S {quick['similarity']:.1f} | {full['similarity']:.1f} ({quick['similarity'] - full['similarity']:+.1f})")
+             f"P {quick['polarity']:.1f} | {full['polarity']:.1f} ({quick['polarity'] - full['polarity']:+.1f})   S "
+             f"{quick['similarity']:.1f} | {full['similarity']:.1f} ({quick['similarity'] - full['similarity']:+.1f})")
     for arm in ("top-2 quick", "all layers"):
         s_small, s_large = (results[m, arm]["after"]["similarity"] for m in FIDELITY_MARGINS)
         line(f"{arm}: S at 0.1 above S at 5.0", f"{'yes' if s_small > s_large else 'no'} ({s_small - s_large:+.2f})")
     for margin in FIDELITY_MARGINS:
         quick, full = (results[margin, arm]["timings"] for arm in ("top-2 quick", "all layers"))
         line(f"margin {margin:g} training / eval after", f"top-2 {quick['train_s']:.1f} s / "
-             f"{quick['evaluate_after_s']:.1f} s vs all layers {full['train_s']:.1f} s / {full['evaluate_after_s']:.1f} s"
-             f" (frozen states {quick['frozen_states_s']:.1f} s, paid once per corpus)")
+             f"{quick['evaluate_after_s']:.1f} s vs all layers {full['train_s']:.1f} s / "
+             f"{full['evaluate_after_s']:.1f} s (frozen states {quick['frozen_states_s']:.1f} s, paid once per corpus)")
 
 
 def run(opts: Options) -> None:

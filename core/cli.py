@@ -141,6 +141,37 @@ def cmd_layers(args) -> dict:
         bars.close()
 
 
+def cmd_maps(args) -> dict:
+    """The Maps page's maps (same code path and cache): the reference map, and with --run the run's fine-tuned map
+    started from it, written to --out as HTML, PNG and Parquet."""
+    from core.analysis.maps import MAX_POINTS, map_data, output_dir, write_maps
+    from core.analysis.projection import neighbours_kept
+    from core.data.kinds import KIND_NAMES, corpus_kind
+    from core.runs.labels import run_reference
+
+    max_points = MAX_POINTS.parse(MAX_POINTS.default if args.max_points is None else args.max_points)
+    out = output_dir(args.out)
+    run = _finished_run(args.run) if args.run is not None else None
+    kind = corpus_kind(args.corpus)
+    if kind != "labelled":
+        raise UserError(f"Maps colour texts by their label, so they need {KIND_NAMES['labelled']}; {args.corpus} is "
+                        f"{KIND_NAMES[kind]}.")
+    corpus = _load_corpus(args)
+    reference = load_model(args.model or (run_reference(run) if run is not None else DEFAULT_MODEL), args.device)
+    tuned = load_model(run.artefacts["model"], args.device) if run is not None else None
+    bars = TqdmPhases()
+    try:
+        data = map_data(reference, tuned, corpus, args.method, max_points, progress=bars)
+    finally:
+        bars.close()
+    files = write_maps(data, out)
+    aligned = data.tuned_map is not None
+    return {"n_points": len(data), "seconds_reference": round(data.ref_seconds, 2),
+            "seconds_aligned": round(data.tuned_seconds, 2) if aligned else None,
+            "neighbours_kept": round(neighbours_kept(data.ref_map, data.tuned_map), 4) if aligned else None,
+            "method": args.method, "run_id": run.id if run is not None else None, "files": [str(f) for f in files]}
+
+
 def _finished_run(run_id: str):
     """A run whose model can be loaded, or a UserError saying why not."""
     run = RunStore().get(run_id)  # a UserError when there is none
@@ -174,6 +205,14 @@ def _print_layers(r: dict) -> None:
         if "cka" in row:
             line += f"  fine-tuned {row['knn_accuracy_tuned']:.3f}  CKA {row['cka']:.3f}"
         print(line)
+
+
+def _print_maps(r: dict) -> None:
+    print(f"{r['n_points']:,} texts; reference map {r['seconds_reference']:.1f} s"
+          + (f", fine-tuned map {r['seconds_aligned']:.1f} s (keeps {r['neighbours_kept']:.1%} of each point's 10 "
+             f"nearest map neighbours)" if r["seconds_aligned"] is not None else ""))
+    for path in r["files"]:
+        print(path)
 
 
 # --- training, sweeps, runs, export ----------------------------------------------------------
@@ -237,10 +276,11 @@ def _check_inputs(cfg) -> None:
             resolve_model(name)
 
 
-def follow(store, run_id: str) -> object:
-    """Start the run's worker process and show its progress until it ends (a dead worker ends it as failed, see
-    launch.poll); Ctrl-C cancels it."""
-    launch.start(store, run_id)
+def follow(store, run_id: str, start: bool = True) -> object:
+    """Start the run's worker process (unless `start` is False: it was started already) and show its progress
+    until it ends (a dead worker ends it as failed, see launch.poll); Ctrl-C cancels it."""
+    if start:
+        launch.start(store, run_id)
     bar, phase = None, None
     try:
         while True:
@@ -296,6 +336,30 @@ def cmd_train(args, overrides: dict | None = None) -> dict:
     store = RunStore()
     run_id = store.create("train", train_config(args, overrides))
     return _finish_run(store, follow(store, run_id), args)
+
+
+def cmd_quick(args) -> dict:
+    """The Trade-off page's quick margin point: a triplet run with the quick budget (top layers only unless
+    --full), reused when one exists; `seconds` is the wall time from this call to the evaluated point."""
+    from core.jobs import standby
+    from core.jobs.quick import find_quick, quick_config, quick_run
+
+    t0 = time.monotonic()
+    margin = get_recipe("triplet").knob_param.parse(args.margin)
+    base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": "triplet",
+            "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device}
+    config = quick_config({k: v for k, v in base.items() if v is not None}, margin, full=args.full)
+    _check_inputs(TrainConfig.from_dict(config))
+    store = RunStore()
+    existing = find_quick(store, config)
+    start = "existing run" if existing else "warm standby" if standby.waiting(store) else "new worker"
+    run_id = existing or quick_run(store, config, margin, full=args.full)
+    run = follow(store, run_id, start=False)
+    result = _finish_run(store, run, args)
+    layers = f"top-{config['top_layers']} quick" if config["top_layers"] else "quick, all layers"
+    return {"run_id": run.id, "seconds": round(time.monotonic() - t0, 2), "mode": f"{layers}, {start}",
+            "before": result["before"], "after": result["after"],
+            "timings": run.progress.get("summary", {}).get("timings")}
 
 
 def cmd_crop(args) -> dict:
@@ -356,6 +420,10 @@ def _print_train(r: dict) -> None:
         print(f"exported to {r['export']['dir']}")
 
 
+def _print_quick(r: dict) -> None:
+    _print_train({**r, "status": f"done in {r['seconds']:.1f} s ({r['mode']})"})
+
+
 def _print_sweep(r: dict) -> None:
     print(f"sweep {r['sweep_id']}: {r['status']}")
     for c in r["runs"]:
@@ -380,7 +448,9 @@ def _print_export(r: dict) -> None:
 COMMANDS: dict[str, tuple[Callable, Callable]] = {
     "evaluate": (cmd_evaluate, _print_evaluate),
     "layers": (cmd_layers, _print_layers),
+    "maps": (cmd_maps, _print_maps),
     "train": (cmd_train, _print_train),
+    "quick": (cmd_quick, _print_quick),
     "crop": (cmd_crop, _print_train),
     "sweep": (cmd_sweep, _print_sweep),
     "runs": (cmd_runs, _print_runs),
@@ -404,8 +474,24 @@ def build_parser() -> argparse.ArgumentParser:
     ly.add_argument("--knn-metric", choices=["cosine", "euclidean"], default="cosine")
     ly.add_argument("--compare", metavar="RUN_ID", help="a finished run whose model is compared with --model "
                     "(default: the run's reference model)")
+    mp = sub.add_parser("maps", help="2-D maps of a labelled corpus (the Maps page's): the reference model's and, with "
+                        "--run, the run's model's started from it; HTML, PNG and Parquet (text, label, x, y) in --out")
+    _corpus_args(mp)
+    mp.add_argument("--run", metavar="RUN_ID", help="a finished run whose fine-tuned map is drawn beside the "
+                    "reference (default reference: the run's)")
+    mp.add_argument("--max-points", metavar="INT", help="at most this many texts, stratified by split and label "
+                    "(default: the Maps page's, 2000)")
+    mp.add_argument("--method", choices=["tsne", "umap"], default="tsne")
+    mp.add_argument("--out", required=True, help="folder for reference.html/.png/.parquet (and tuned.*); created "
+                    "if missing, files in it replaced")
     tr = sub.add_parser("train", help="fine-tune on mined examples in a background run and evaluate before/after")
     _train_args(tr)
+    qk = sub.add_parser("quick", help="the Trade-off page's quick margin point: 256 mined triplets, one epoch, only "
+                        "the top 2 layers trained from cached frozen states; a run reused when it exists")
+    _corpus_args(qk)
+    qk.add_argument("--margin", required=True, help="triplet margin (cosine distance)")
+    qk.add_argument("--full", action="store_true", help="train every layer (the page's \"Retrain fully\")")
+    qk.add_argument("--out", help="export the finished model into this folder")
     cr = sub.add_parser("crop", help="self-supervised fine-tuning with crop (or dropout) augmentation")
     _train_args(cr, with_recipe=False)
     cr.add_argument("--augmentation", choices=[r.name for r in RECIPES.values() if r.self_supervised], default="crop")

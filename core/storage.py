@@ -16,7 +16,8 @@ import logging
 import os
 import tempfile
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -108,17 +109,25 @@ def examples_entry(corpus_key: str, model_fingerprint: str, fmt: str, settings: 
 # ---------------------------------------------------------------- atomic writes
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call write(tmp) on a temp path beside `path`, then rename it into place (atomic on one file system)."""
+@contextmanager
+def _atomic(path: Path) -> Iterator[Path]:
+    """A temp path beside `path`, renamed into place (atomic on one file system) when the block ends, removed when
+    it raises (a cancel included)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        write(Path(tmp))
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Call write(tmp) on a temp path beside `path`, then rename it into place."""
+    with _atomic(path) as tmp:
+        write(tmp)
 
 
 # ---------------------------------------------------------------- cache entries
@@ -145,11 +154,13 @@ def _fits(found: Sequence[object], expected: Sequence[object] | None) -> bool:
                                                                     zip(found, expected)))
 
 
-def _save_entry(path: Path, write: Callable[[Path], None], meta: dict) -> None:
-    """Write the body, then its sidecar. The old sidecar goes first, so a crash in between leaves a miss, never a
-    sidecar that vouches for another body."""
+@contextmanager
+def _entry(path: Path, meta: dict) -> Iterator[Path]:
+    """The temp path the block writes the body to; renamed into place, then its sidecar written. The old sidecar goes
+    first, so a crash in between leaves a miss, never a sidecar that vouches for another body."""
     _sidecar(path).unlink(missing_ok=True)
-    write_atomic(path, write)
+    with _atomic(path) as tmp:
+        yield tmp
     meta = {**meta, "bytes": path.stat().st_size, "crc32": _checksum(path)}
     write_atomic(_sidecar(path), lambda tmp: tmp.write_text(json.dumps(meta)))
 
@@ -184,11 +195,19 @@ def _load_entry(path: Path, load: Callable[[Path, dict], T], key: str, expected:
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as fh:
-            np.save(fh, array)
+    with _entry(path, {"shape": list(np.shape(array))}) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, array)
 
-    _save_entry(path, write, {"shape": list(np.shape(array))})
+
+@contextmanager
+def streamed_array(path: Path, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> Iterator[np.ndarray]:
+    """An array entry filled in place: the block writes into a memmap of the entry's temp file piece by piece (a long
+    encode, batch by batch, so the whole result is never built in memory first), then it is flushed and saved as
+    save_array saves one, sidecar last. A block that raises (a cancel included) leaves no entry."""
+    with _entry(path, {"shape": list(shape)}) as tmp:
+        array = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+        yield array
+        array.flush()
 
 
 def load_array(path: Path, shape: Sequence[int | None] | None = None) -> np.ndarray | None:
@@ -220,6 +239,6 @@ def cached_frame(path: Path, compute: Callable[[], tuple[pd.DataFrame, dict]], c
     if found is not None:
         return found
     frame, stats = compute()
-    _save_entry(path, lambda tmp: frame.to_parquet(tmp, index=False), {"columns": list(frame.columns),
-                                                                      "rows": len(frame), "stats": stats})
+    with _entry(path, {"columns": list(frame.columns), "rows": len(frame), "stats": stats}) as tmp:
+        frame.to_parquet(tmp, index=False)
     return frame, stats

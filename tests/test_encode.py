@@ -1,12 +1,15 @@
 """One-pass encoding: same vectors as SentenceTransformer.encode, all layers and attentions from one pass,
 and a disk cache that really avoids the model."""
 
+import json
+
 import numpy as np
 import pytest
 
+from core.errors import Cancelled
 from core.models import encode as enc
 from core.models.ata import build_ata_model
-from core.storage import cache_dir
+from core.storage import cache_dir, load_array
 
 TEXTS = [
     "the film was good",
@@ -80,8 +83,91 @@ def test_count_overlong(tiny_model):
     assert enc.count_overlong(tiny_model, ["short text", long_text]) == 1
 
 
+def test_count_overlong_in_chunks_reports_progress(tiny_model, monkeypatch):
+    long_text = " ".join(["water"] * (tiny_model.max_seq_length + 5))
+    texts = ["short text", long_text, "another", long_text, "x"]
+    monkeypatch.setattr(enc, "OVERLONG_CHUNK", 2)
+    calls = []
+    assert enc.count_overlong(tiny_model, texts, progress=lambda d, t: calls.append((d, t))) == 2
+    assert calls == [(2, 5), (4, 5), (5, 5)]
+
+
+# ---------------------------------------------------------------- streaming to the cache
+
+MANY = [f"{t} {i}" if i % 3 else t for i in range(4) for t in TEXTS]  # 20 texts, 10 batches of 2, lengths mixed
+
+
+@pytest.mark.parametrize("layers", [False, True], ids=["pooled", "layers"])
+def test_streamed_entry_is_exactly_the_in_memory_encode(tiny_model, layers, monkeypatch):
+    """A miss writes batch by batch into the entry; entry and result equal the in-memory encode bit for bit."""
+    memory = enc.encode(tiny_model, MANY, batch_size=2, layers=layers)
+    streamed = enc.encode_cached(tiny_model, MANY, layers=layers, batch_size=2)
+    np.testing.assert_array_equal(streamed, memory.layers if layers else memory.embeddings)
+    entries = sorted(cache_dir("embeddings").glob("*.npy"))
+    assert [p.name.rsplit("-", 1)[1] for p in entries] == (["layers.npy", "pooled.npy"] if layers else ["pooled.npy"])
+    for path in entries:  # each with a sidecar as save_array writes it, so the one reader accepts it
+        kind = path.name.rsplit("-", 1)[1].removesuffix(".npy")
+        expected = memory.layers if kind == "layers" else memory.embeddings
+        assert json.loads(path.with_name(path.name + ".json").read_text())["shape"] == list(expected.shape)
+        np.testing.assert_array_equal(load_array(path, expected.shape), expected)
+    monkeypatch.setattr(enc, "encode", lambda *a, **k: pytest.fail("cache miss"))
+    np.testing.assert_array_equal(enc.encode_cached(tiny_model, MANY), memory.embeddings)  # the pooled entry too
+
+
+def test_each_batch_is_on_disk_when_progress_counts_it(tiny_model):
+    expected = enc.encode(tiny_model, MANY, batch_size=2).embeddings
+    seen = []
+
+    def check(done: int, total: int) -> None:
+        (tmp,) = cache_dir("embeddings").glob(".*.tmp")  # the entry being written, not yet in place
+        on_disk = np.load(tmp, mmap_mode="r")
+        written = np.flatnonzero(np.abs(on_disk).sum(1) > 0)
+        assert len(written) == done
+        np.testing.assert_array_equal(on_disk[written], expected[written])
+        seen.append(done)
+
+    enc.encode_cached(tiny_model, MANY, batch_size=2, progress=check)
+    assert seen == list(range(2, len(MANY) + 1, 2))
+
+
+def interrupt_third_batch(kind: str, patch: pytest.MonkeyPatch):
+    """(progress, error): a progress callback that cancels, or a forward pass that crashes, after two batches."""
+    if kind == "cancelled":
+        def progress(done, _total):
+            if done > 4:
+                raise Cancelled()
+        return progress, Cancelled
+    real, calls = enc._forward, []
+
+    def crash(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("out of memory")
+        return real(*args, **kwargs)
+
+    patch.setattr(enc, "_forward", crash)
+    return None, RuntimeError
+
+
+@pytest.mark.parametrize("layers", [False, True], ids=["pooled", "layers"])
+@pytest.mark.parametrize("kind", ["cancelled", "failed"])
+def test_an_interrupted_streamed_encode_leaves_no_entry(tiny_model, layers, kind, monkeypatch):
+    with monkeypatch.context() as patch:
+        progress, error = interrupt_third_batch(kind, patch)
+        with pytest.raises(error):
+            enc.encode_cached(tiny_model, MANY, layers=layers, batch_size=2, progress=progress)
+    assert list(cache_dir("embeddings").iterdir()) == []  # no body, no sidecar, no temp file
+    again = enc.encode_cached(tiny_model, MANY, layers=layers, batch_size=2)
+    expected = enc.encode(tiny_model, MANY, batch_size=2, layers=layers)
+    np.testing.assert_array_equal(again, expected.layers if layers else expected.embeddings)
+
+
 def test_empty_input(tiny_model):
     assert enc.encode(tiny_model, []).embeddings.shape[0] == 0
+    config = tiny_model[0].auto_model.config
+    assert enc.encode(tiny_model, [], layers=True).layers.shape == (config.num_hidden_layers + 1, 0,
+                                                                   config.hidden_size)
+    assert enc.encode_cached(tiny_model, []).shape == (0, tiny_model.get_embedding_dimension())
 
 
 def test_ata_model_encodes_like_its_own_encode(tiny_model):

@@ -1,6 +1,12 @@
 """2-D maps (docs/definitions.md, Aligned maps): shapes, determinism, aligned initialisation, subsampling, cache, and
 the neighbour comparison behind a selected point. Small synthetic clusters keep every fit under a second."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy.spatial import procrustes
@@ -19,6 +25,8 @@ from core.analysis.projection import (
 )
 from core.errors import UserError
 from core.storage import array_fingerprint, cache_dir
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _clusters(n_per: int = 40, n_classes: int = 3, dim: int = 24, seed: int = 0):
@@ -219,3 +227,78 @@ def test_neighbour_changes_on_a_constructed_example():
     assert len(full["ref"]) == 5 and 5 not in full["ref"] and full["new"] == full["lost"] == []
     with pytest.raises(IndexError):
         neighbour_changes(unit(angles_ref), unit(angles_tuned), index=6)
+
+
+def test_affinities_are_openTSNE_exact_neighbour_affinities(data):
+    from openTSNE.affinity import PerplexityBasedNN
+
+    x = data[0] / np.linalg.norm(data[0], axis=1, keepdims=True)
+    ours = projection.affinities(x, 10).P
+    theirs = PerplexityBasedNN(x, 10, method="exact").P  # openTSNE's own exact (scikit-learn) neighbour search
+    assert ours.nnz == theirs.nnz and abs(ours - theirs).max() < 1e-6
+
+
+def test_affinities_and_tsne_with_more_duplicates_than_neighbours():
+    # Every text 40 times and only 15 neighbours searched: a point can be missing from its own search result.
+    x, labels = _clusters(n_per=4)
+    x = np.repeat(x / np.linalg.norm(x, axis=1, keepdims=True), 40, axis=0)
+    P = projection.affinities(x, 5).P
+    assert P.shape == (480, 480) and np.isfinite(P.data).all() and P.diagonal().sum() == 0
+    assert P.sum() == pytest.approx(1.0)
+    out = tsne(x)
+    assert out.shape == (480, 2) and np.isfinite(out).all()
+
+
+def test_tsne_gradient_method_and_fft_grid_follow_the_map_size(data, monkeypatch):
+    import openTSNE
+
+    seen, real = [], openTSNE.TSNE
+    monkeypatch.setattr(openTSNE, "TSNE", lambda **kw: seen.append(kw) or real(**kw))
+    small = tsne(data[0])
+    monkeypatch.setattr(projection, "FFT_FROM", len(data[0]))  # as if this map were 5,000 points
+    fft = tsne(data[0])
+    assert [kw["negative_gradient_method"] for kw in seen] == ["bh", "fft"]
+    assert seen[1]["ints_in_interval"] == projection.INTS_IN_INTERVAL == 2
+    np.testing.assert_array_equal(fft, tsne(data[0]))  # deterministic on the FFT path too
+    for out in (small, fft):
+        assert map_knn_accuracy(out, data[1]) > 0.9 and neighbours_kept(small, out) > 0.5
+
+
+def test_umap_compiles_into_the_numba_cache_once_per_machine():
+    # Fuzzy graph and layout functions, which umap-learn does not cache itself, are compiled into the cache folder;
+    # of the serial and parallel layout epoch (one Python function, one cache entry) only the serial one caches.
+    import numba
+    import umap.layouts
+    import umap.umap_
+
+    umap_2d(_clusters(n_per=30)[0])
+    cache = Path(numba.config.CACHE_DIR)
+    layouts = umap.layouts
+    for fn in (umap.umap_.smooth_knn_dist, umap.umap_.compute_membership_strengths,
+               layouts._nb_optimize_layout_euclidean_single_epoch):
+        assert fn.signatures and Path(fn.stats.cache_path).is_relative_to(cache), fn
+    assert layouts._nb_optimize_layout_euclidean_single_epoch_parallel.stats.cache_path is None
+    assert list(cache.rglob("umap_.smooth_knn_dist-*.nbi")) and list(cache.rglob("*.nbc"))
+
+
+UMAP_IN_A_FRESH_PROCESS = """
+import json, numpy as np, umap.layouts, umap.umap_
+from core.analysis.projection import umap_2d
+out = umap_2d(np.random.default_rng(0).normal(size=(60, 8)).astype(np.float32))
+fns = [umap.umap_.smooth_knn_dist, umap.umap_.compute_membership_strengths,
+       umap.layouts._nb_optimize_layout_euclidean_single_epoch]
+print(json.dumps({"hits": sum(sum(f.stats.cache_hits.values()) for f in fns),
+                  "misses": sum(sum(f.stats.cache_misses.values()) for f in fns), "map": out.tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_umap_second_process_loads_every_compiled_function_from_the_cache(tmp_path):
+    # Two fresh processes sharing one ContrastLab home: the first compiles, the second only loads (~30 s in all).
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"} | {"CONTRASTLAB_HOME": str(tmp_path)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", UMAP_IN_A_FRESH_PROCESS], env=env, cwd=ROOT,
+                                      check=True, capture_output=True, text=True).stdout) for _ in range(2)]
+    assert runs[0]["misses"] > 0 and runs[0]["hits"] == 0
+    assert runs[1]["misses"] == 0 and runs[1]["hits"] >= 3
+    assert runs[0]["map"] == runs[1]["map"]  # a cached compilation draws the same map
+    assert (tmp_path / "cache" / "numba").is_dir()

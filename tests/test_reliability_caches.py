@@ -19,7 +19,7 @@ import core.data.mining as mining
 import core.models.encode as enc
 from core.analysis.projection import cached_projection
 from core.data.corpus import demo_corpus_path
-from core.storage import cache_dir, cached_array, cached_frame, load_array, save_array
+from core.storage import cache_dir, cached_array, cached_frame, load_array, save_array, streamed_array
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["the cat sat", "a dog ran", "stocks fell", "rain today", "the cat ran"]
@@ -127,6 +127,31 @@ def test_load_array_checks_the_expected_shape():
     assert load_array(path, shape=(4, None)).shape == (4, 3)
     assert load_array(path, shape=(5, None)) is None
     assert not path.exists()
+
+
+def test_a_streamed_entry_reads_back_like_a_saved_one():
+    values = np.arange(12, dtype=np.float32).reshape(4, 3)
+    saved, streamed = cache_dir("embeddings") / "saved.npy", cache_dir("embeddings") / "streamed.npy"
+    save_array(saved, values)
+    with streamed_array(streamed, values.shape) as out:
+        for row in (3, 0, 2, 1):  # filled piece by piece, in any order
+            out[row] = values[row]
+    np.testing.assert_array_equal(load_array(streamed, (4, None)), values)
+    assert streamed.read_bytes() == saved.read_bytes()
+    assert [p.name for p in cache_dir("embeddings").glob(".*")] == []  # no temp file left
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, OSError])
+def test_an_interrupted_streamed_rewrite_leaves_a_silent_miss(error, caplog):
+    """The old sidecar goes first, so the old body is never vouched for by the new entry's checksum, and the half
+    written temp file is removed."""
+    path = cache_dir("embeddings") / "x.npy"
+    save_array(path, np.ones((4, 3), dtype=np.float32))
+    with pytest.raises(error), streamed_array(path, (4, 3)) as out:
+        out[0] = 2.0
+        raise error()
+    assert load_array(path, (4, 3)) is None and cache_warnings(caplog) == []
+    assert sorted(p.name for p in cache_dir("embeddings").iterdir()) == ["x.npy"]
 
 
 # ---------------------------------------------------------------- projections

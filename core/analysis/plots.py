@@ -80,6 +80,35 @@ def map_figure(
     return fig
 
 
+def map_png(coords: np.ndarray, labels: Sequence[str], title: str, path, method: str = "t-SNE") -> None:
+    """map_figure as a static PNG at `path` (same points, label colours and square axes), drawn with matplotlib:
+    plotly's own image export (kaleido) drives a Chrome or Chromium that a user's machine may not have.
+    `title` is plain text; no string is read as matplotlib's $math$ markup."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    coords = np.asarray(coords)
+    labels = np.asarray([str(lab) for lab in labels])
+    if len(coords) != len(labels):
+        raise ValueError("coords and labels must have the same length")
+    with matplotlib.rc_context({"text.parse_math": False}):
+        fig = Figure(figsize=(9, 7.5), layout="constrained")
+        ax = fig.subplots()
+        size = float(np.clip(20000 / max(len(coords), 1), 2, 30))  # marker area: smaller as the map fills up
+        for lab, colour in label_colours(labels).items():
+            rows = labels == lab
+            ax.scatter(coords[rows, 0], coords[rows, 1], s=size, c=colour, alpha=0.8, linewidths=0, label=lab)
+        ax.set_title(title, loc="left", fontsize=11)
+        ax.set_xlabel(f"{method} 1")
+        ax.set_ylabel(f"{method} 2")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.legend(title="label", loc="upper left", bbox_to_anchor=(1.01, 1), markerscale=max(1.0, 30 / size) ** 0.5,
+                  frameon=False, fontsize=9)
+        fig.savefig(path, format="png", dpi=120)
+
+
 def layer_curve_figure(
     curves: dict[str, list[float]],
     frozen_layers: int = 0,

@@ -7,20 +7,25 @@ vectors Euclidean neighbours are cosine neighbours, which every backend (and PCA
 
 from __future__ import annotations
 
+import sys
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from core.errors import UserError
 from core.evaluation.metrics import search
-from core.storage import array_fingerprint, cached_array, key_hash, projection_entry
+from core.storage import array_fingerprint, cache_dir, cached_array, key_hash, projection_entry
 
 METHODS = ("tsne", "umap")
 PARALLEL_ABOVE = 5000
+FFT_FROM = 5000  # openTSNE's FFT gradient from this many points, Barnes-Hut below (bench/maps.py)
+INTS_IN_INTERVAL = 2  # FFT grid: map units per interpolation interval (openTSNE's default 1; bench/maps.py)
 MIN_POINTS = 5  # fewer points give no meaningful neighbourhoods (and break PCA / spectral initialisation)
 FULL_EARLY_ITERS, FULL_ITERS = 250, 500  # openTSNE's defaults: early exaggeration, then plain iterations
 ALIGNED_ITERS = 200  # plain iterations of a map started from the reference map (bench/maps.py)
 PROGRESS_EVERY = 25  # iterations between progress reports; every schedule above is a multiple of it
+NUMBA_PACKAGES = ("umap", "pynndescent")  # whose numba functions are compiled once per machine (_import_umap)
 
 
 def _unit(emb: np.ndarray) -> np.ndarray:
@@ -40,6 +45,26 @@ def effective_perplexity(n: int, perplexity: float) -> float:
     return float(max(1.0, min(perplexity, (n - 1) / 3)))
 
 
+def affinities(x: np.ndarray, perplexity: float, n_jobs: int = 1):
+    """t-SNE's input similarities (openTSNE's perplexity-based affinities) of unit vectors `x`, from each point's
+    exact 3 x perplexity nearest neighbours found with FAISS (core.evaluation.metrics.search).
+
+    openTSNE would find them itself with Annoy, an approximate index; at 10,000 x 384 that search took 2.5-4x as
+    long as FAISS's exact one (bench/maps.py), whose affinities equal openTSNE's own exact search's. `perplexity`
+    must already be effective_perplexity().
+    """
+    from openTSNE.affinity import PerplexityBasedNN
+    from openTSNE.nearest_neighbors import PrecomputedNeighbors
+
+    n, k = len(x), min(len(x) - 1, int(3 * perplexity))
+    scores, idx = search(x, x, k + 1, "cosine")
+    own = idx == np.arange(n)[:, None]
+    own[~own.any(axis=1), -1] = True  # over k exact duplicates of a point can crowd it out of its own list
+    idx = idx[~own].reshape(n, k)
+    dist = np.sqrt(np.clip(2 - 2 * scores[~own].reshape(n, k).astype(np.float64), 0, None))  # |a-b|² = 2-2cos
+    return PerplexityBasedNN(knn_index=PrecomputedNeighbors(idx, dist), perplexity=perplexity, n_jobs=n_jobs)
+
+
 def tsne(
     emb: np.ndarray,
     init: np.ndarray | None = None,
@@ -57,9 +82,20 @@ def tsne(
     move start, and end, where the reference map has them. Early exaggeration exists to untangle a random
     or PCA start into clusters; a reference layout already has them, so an aligned map skips it and runs
     ALIGNED_ITERS plain iterations (bench/maps.py measures what that keeps against the full schedule).
-    Gradient method "auto": Barnes-Hut below 10k points, FFT-accelerated above (openTSNE's own choice;
-    FFT has a fixed grid cost that makes small maps several times slower). n_jobs None: one thread below
-    PARALLEL_ABOVE points, where thread start-up costs more than it saves, all cores above.
+
+    Where the time goes at 10,000 points (bench/maps.py, 2 cores): openTSNE's defaults spend it on Annoy's
+    neighbour search and, mostly, on the FFT gradient's interpolation grid, which has one interval (3 points) per
+    map unit in each direction and so grows with the square of the map's extent as the clusters spread: ~500 x 500
+    points by the last iterations, while early exaggeration stays at the 150 x 150 floor. So the affinities come
+    from FAISS's exact neighbours (affinities()) and the grid has an interval per INTS_IN_INTERVAL = 2 map units, a
+    quarter of the points: both maps together are several times faster than before (docs/definitions.md, Aligned
+    maps, has the figures). The map's kNN accuracy and share of each text's 10 nearest neighbours stay as with the
+    default grid; its exact KL divergence rises ~3% (still below openTSNE's defaults', whose Annoy neighbours cost
+    more). The schedule (250 exaggerated + 500 plain iterations) stays openTSNE's: cutting plain iterations saved
+    less time per lost quality than the coarser grid.
+    FFT from FFT_FROM points, Barnes-Hut below (the grid's fixed cost makes small maps slower: at 5,000 points FFT
+    took 0.4x Barnes-Hut's time, at 2,000 1.3x). n_jobs None: one thread below PARALLEL_ABOVE points, where thread
+    start-up costs more than it saves, all cores above.
     `progress(done, total)` is called with the iterations done every PROGRESS_EVERY iterations, last with total.
     """
     from openTSNE import TSNE
@@ -73,6 +109,8 @@ def tsne(
         start = rescale(np.asarray(init, dtype=np.float64), target_std=1e-4)
         early, plain = 0, ALIGNED_ITERS
     total = early + plain
+    jobs = n_jobs if n_jobs is not None else (1 if len(x) < PARALLEL_ABOVE else -1)
+    perplexity = effective_perplexity(len(x), perplexity)
     done = [0]
 
     def report(iteration: int, error: float, embedding: np.ndarray) -> bool:
@@ -84,18 +122,19 @@ def tsne(
 
     model = TSNE(
         n_components=2,
-        perplexity=effective_perplexity(len(x), perplexity),
+        perplexity=perplexity,
         initialization=start,
         early_exaggeration_iter=early,
         n_iter=plain,
-        negative_gradient_method="auto",
+        negative_gradient_method="fft" if len(x) >= FFT_FROM else "bh",
+        ints_in_interval=INTS_IN_INTERVAL,
         random_state=seed,
-        n_jobs=n_jobs if n_jobs is not None else (1 if len(x) < PARALLEL_ABOVE else -1),
+        n_jobs=jobs,
         callbacks=report if progress else None,
         callbacks_every_iters=PROGRESS_EVERY,
         verbose=False,
     )
-    return np.asarray(model.fit(x), dtype=np.float32)
+    return np.asarray(model.fit(x, affinities=affinities(x, perplexity, jobs)), dtype=np.float32)
 
 
 def umap_2d(
@@ -109,8 +148,7 @@ def umap_2d(
 
     A fixed random_state makes umap-learn single-threaded, which is what makes the map reproducible.
     """
-    import umap
-
+    umap = _import_umap()
     x = _unit(emb)
     _check(x, init)
     model = umap.UMAP(
@@ -122,6 +160,39 @@ def umap_2d(
         n_jobs=1,
     )
     return np.asarray(model.fit_transform(x), dtype=np.float32)
+
+
+def _import_umap():
+    """umap-learn, with its numba functions compiled once per machine instead of once per process.
+
+    numba compiles a function at its first call in each process and keeps the result on disk only for functions
+    declared `cache=True`: pynndescent declares most of its own so, umap-learn only `rdist`, so its fuzzy graph and
+    layout functions were compiled again in every new server or CLI process (bench/maps.py times it). Caching is
+    switched on for every numba function of NUMBA_PACKAGES before its first call. numba keys a cache entry by the
+    function's code and argument types, not by its options, so where two functions share one Python function (umap's
+    serial and parallel layout epoch) only the serial one, the one a seeded map runs, is cached. The cache lives in
+    the ContrastLab home (cache/numba) unless NUMBA_CACHE_DIR names another folder; numba checks each entry against
+    its source file, so an upgraded umap-learn recompiles.
+    """
+    import numba
+
+    if not numba.config.CACHE_DIR:  # NUMBA_CACHE_DIR unset; set before pynndescent's import picks its cache folder
+        numba.config.CACHE_DIR = str(cache_dir("numba"))
+    import umap
+    from numba.core.dispatcher import Dispatcher
+
+    by_function: dict[object, dict[int, Dispatcher]] = defaultdict(dict)
+    for name, module in list(sys.modules.items()):
+        if module is not None and name.split(".")[0] in NUMBA_PACKAGES:
+            for value in vars(module).values():
+                if isinstance(value, Dispatcher):
+                    by_function[value.py_func][id(value)] = value
+    for twins in by_function.values():
+        serial = [d for d in twins.values() if not d.targetoptions.get("parallel")]
+        for dispatcher in twins.values() if len(twins) == 1 else serial[:1] if len(serial) == 1 else []:
+            if dispatcher.stats.cache_path is None:
+                dispatcher.enable_caching()
+    return umap
 
 
 Progress = Callable[[int, int], None]  # (iterations done, total); t-SNE reports it, UMAP has no callback

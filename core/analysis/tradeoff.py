@@ -14,8 +14,8 @@ from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.headline import HEADLINE
-from core.models.encode import encode_cached
 from core.jobs.quick import quick_text
+from core.models.encode import encode_cached
 from core.runs.labels import knob_value, run_label
 from core.runs.store import Run, RunStore
 from core.training.examples import mine_train_sample

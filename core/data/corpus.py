@@ -53,6 +53,11 @@ SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 
 
+# (stage, done, total), as core.evaluation's PhaseProgress: one callback drives a page's progress bar.
+Stages = Callable[[str, int, int], None]
+BUILD_STAGES = ("cleaning texts", "cleaning labels", "finding duplicates", "splitting")
+
+
 @dataclass(frozen=True)
 class Columns:
     text: str
@@ -468,14 +473,24 @@ def _guess_label(df: pd.DataFrame, taken: set) -> str | None:
 
 
 def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates: bool = False,
-                 warnings: list[str] | None = None) -> Corpus:
-    """Clean the rows, count what was dropped, encode labels and split train / target deterministically."""
+                 warnings: list[str] | None = None, progress: Stages | None = None) -> Corpus:
+    """Clean the rows, count what was dropped, encode labels and split train / target deterministically.
+
+    progress(stage, done, total) is called as each of the BUILD_STAGES starts and at the end: a 100k-row table
+    takes about a second, which a page should show rather than sit still.
+    """
+    def stage(i: int) -> None:
+        if progress:
+            progress(f"Validating {len(df):,} rows: {(*BUILD_STAGES, 'done')[i]}", i, len(BUILD_STAGES))
+
     check_unique_names([str(c) for c in df.columns])
     for col in (columns.text, columns.label, columns.split):
         if col is not None and col not in df.columns:
             raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
     warnings = list(warnings or [])
+    stage(0)
     texts = clean_texts(df[columns.text], columns.text)
+    stage(1)
     labels = _clean_labels(df[columns.label], columns.label)
     empty = texts.eq("").to_numpy()
     missing = labels.isna().to_numpy() & ~empty
@@ -483,6 +498,7 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
     texts, labels = texts[keep].reset_index(drop=True), labels[keep].reset_index(drop=True).astype(str)
     splits = clean_splits(df[columns.split])[keep].reset_index(drop=True) if columns.split else None
 
+    stage(2)
     dup_mask = texts.duplicated().to_numpy()
     warnings += _duplicate_warnings(texts, labels)
     if drop_duplicates:
@@ -494,6 +510,7 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
         warnings.append(f"{n_long} texts are longer than {LONG_TEXT_CHARS:,} characters and may be truncated by "
                         "the encoder (most read 256 to 512 tokens).")
 
+    stage(3)
     label_arr = labels.to_numpy(dtype=object)
     if splits is None:
         train, target = _stratified(np.arange(len(texts)), label_arr)
@@ -514,10 +531,12 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
         missing_label_dropped=int(missing.sum()), duplicates=int(dup_mask.sum()),
         duplicates_dropped=int(dup_mask.sum()) if drop_duplicates else 0,
         class_counts=_counts(classes, codes), split_source=source, warnings=warnings)
-    return Corpus(name=name, columns=columns, classes=classes,
-                  train_texts=[text_list[i] for i in train], train_labels=codes[train],
-                  test_texts=[text_list[i] for i in target], test_labels=codes[target],
-                  target_split=target_split, report=report)
+    corpus = Corpus(name=name, columns=columns, classes=classes,
+                    train_texts=[text_list[i] for i in train], train_labels=codes[train],
+                    test_texts=[text_list[i] for i in target], test_labels=codes[target],
+                    target_split=target_split, report=report)
+    stage(len(BUILD_STAGES))
+    return corpus
 
 
 def clean_texts(series: pd.Series, col: str) -> pd.Series:

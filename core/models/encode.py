@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,9 +15,11 @@ import torch
 from sentence_transformers.util import batch_to_device
 
 from core.models.loading import model_fingerprint
-from core.storage import embeddings_entry, load_array, save_array
+from core.storage import embeddings_entry, load_array, streamed_array
 
 Progress = Callable[[int, int], None]
+OVERLONG_CHUNK = 4096  # texts per tokenizer call in count_overlong
+Target = Callable[[str, tuple[int, ...]], np.ndarray]  # ("pooled" or "layers", shape) -> array
 
 
 @dataclass
@@ -87,6 +89,11 @@ def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
 
 
+def _in_memory(_kind: str, shape: tuple[int, ...]) -> np.ndarray:
+    """encode's default target: a new array for each output."""
+    return np.empty(shape, dtype=np.float32)
+
+
 @torch.inference_mode()
 def encode(
     model,
@@ -96,53 +103,74 @@ def encode(
     layers: bool = False,
     attentions: bool = False,
     progress: Progress | None = None,
+    into: Target = _in_memory,
 ) -> Encoded:
-    """Encode texts longest-first (less padding per batch), restoring the input order at the end."""
+    """Encode texts longest-first (less padding per batch), each batch written straight to its rows of the outputs.
+
+    into(kind, shape) gives the array the "pooled" or "layers" output is written to, asked once the first batch shows
+    its shape: a new array by default, a cache entry's memmap in encode_cached, so a long encode streams to disk
+    instead of holding its batches and then their concatenation in memory, and progress counts written rows.
+    """
     texts = list(texts)
     n = len(texts)
     if n == 0:
-        return Encoded(embeddings=np.zeros((0, model.get_embedding_dimension()), dtype=np.float32))
+        config = model[0].auto_model.config
+        return Encoded(embeddings=np.zeros((0, model.get_embedding_dimension()), dtype=np.float32),
+                       layers=np.zeros((config.num_hidden_layers + 1, 0, config.hidden_size), dtype=np.float32)
+                       if layers else None)
     order = np.argsort([-len(t) for t in texts], kind="stable")
     was_training = model.training
     model.eval()
-    pooled, per_layer, attn, toks = [], [], [], []
+    pooled = per_layer = None
+    attn: list[np.ndarray] = [None] * n if attentions else []
+    toks: list[list[str]] = [None] * n if attentions else []
     tokenizer = model.tokenizer
     try:
         with _eager_attention(model[0].auto_model, attentions):
             for start in range(0, n, batch_size):
-                batch = [texts[i] for i in order[start : start + batch_size]]
-                feats, out = _forward(model, batch, layers, attentions)
-                pooled.append(feats["sentence_embedding"].float().cpu())
+                rows = order[start : start + batch_size]
+                feats, out = _forward(model, [texts[i] for i in rows], layers, attentions)
+                batch = feats["sentence_embedding"].float().cpu().numpy()
+                if pooled is None:
+                    pooled = into("pooled", (n, *batch.shape[1:]))
+                pooled[rows] = batch
                 mask = feats["attention_mask"]
                 if layers:
-                    per_layer.append(torch.stack([_mean_pool(h, mask) for h in out.hidden_states]).float().cpu())
+                    means = torch.stack([_mean_pool(h, mask) for h in out.hidden_states]).float().cpu().numpy()
+                    if per_layer is None:
+                        per_layer = into("layers", (means.shape[0], n, means.shape[2]))
+                    per_layer[:, rows] = means
                 if attentions:
                     last = out.attentions[-1].float().cpu()
-                    for row, ids in enumerate(feats["input_ids"]):
+                    for row, (ids, i) in enumerate(zip(feats["input_ids"], rows)):
                         length = int(mask[row].sum())
-                        attn.append(last[row, :, :length, :length].numpy())
-                        toks.append(tokenizer.convert_ids_to_tokens(ids[:length].tolist()))
+                        attn[i] = last[row, :, :length, :length].numpy()
+                        toks[i] = tokenizer.convert_ids_to_tokens(ids[:length].tolist())
                 if progress:
                     progress(min(start + batch_size, n), n)
     finally:
         model.train(was_training)
-    inverse = np.argsort(order, kind="stable")
-    result = Encoded(embeddings=torch.cat(pooled).numpy()[inverse])
-    if layers:
-        result.layers = torch.cat(per_layer, dim=1).numpy()[:, inverse]
-    if attentions:
-        result.attentions = [attn[i] for i in inverse]
-        result.tokens = [toks[i] for i in inverse]
-    return result
+    return Encoded(embeddings=pooled, layers=per_layer, attentions=attn if attentions else None,
+                   tokens=toks if attentions else None)
 
 
-def count_overlong(model, texts: Sequence[str]) -> int:
-    """How many texts the model will truncate (longer than its max_seq_length in tokens)."""
+def count_overlong(model, texts: Sequence[str], progress: Progress | None = None) -> int:
+    """How many texts the model will truncate (longer than its max_seq_length in tokens).
+
+    Tokenized in chunks for progress (100k texts take seconds), asking for the token ids only.
+    """
     limit = model.max_seq_length
+    texts = list(texts)
     if not limit or not texts:
         return 0
-    ids = model.tokenizer(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
-    return int(sum(len(x) > limit for x in ids))
+    over = 0
+    for start in range(0, len(texts), OVERLONG_CHUNK):
+        ids = model.tokenizer(texts[start : start + OVERLONG_CHUNK], add_special_tokens=True, truncation=False,
+                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        over += sum(len(x) > limit for x in ids)
+        if progress:
+            progress(min(start + OVERLONG_CHUNK, len(texts)), len(texts))
+    return over
 
 
 def encode_cached(
@@ -156,19 +184,23 @@ def encode_cached(
 ) -> np.ndarray:
     """Pooled embeddings (n, d), or with layers=True the per-layer means (L+1, n, h), from cache when possible.
 
-    Cached under embeddings_entry(), so re-plotting never re-encodes.
+    Cached under embeddings_entry(), so re-plotting never re-encodes. A miss streams each batch into its entry as it
+    is encoded (storage.streamed_array), with the pooled entry alongside the layers when it is missing; an encode
+    that fails or is cancelled leaves no entry.
     """
     fingerprint = fingerprint or model_fingerprint(model)
-    path = embeddings_entry(fingerprint, texts, "layers" if layers else "pooled")
+    kind = "layers" if layers else "pooled"
+    path = embeddings_entry(fingerprint, texts, kind)
     found = load_array(path, (None, len(texts), None) if layers else (len(texts), None))
     if found is not None:
         return found
-    result = encode(model, texts, batch_size=batch_size, layers=layers, progress=progress)
-    if layers:
-        save_array(path, result.layers)
-        pooled_path = embeddings_entry(fingerprint, texts, "pooled")
-        if not pooled_path.exists():
-            save_array(pooled_path, result.embeddings)
-        return result.layers
-    save_array(path, result.embeddings)
-    return result.embeddings
+    entries = {kind: path}
+    if layers and not (pooled_path := embeddings_entry(fingerprint, texts, "pooled")).exists():
+        entries["pooled"] = pooled_path
+    with ExitStack() as streams:
+        def into(output: str, shape: tuple[int, ...]) -> np.ndarray:
+            entry = entries.get(output)
+            return streams.enter_context(streamed_array(entry, shape)) if entry else _in_memory(output, shape)
+
+        result = encode(model, texts, batch_size=batch_size, layers=layers, progress=progress, into=into)
+    return np.array(result.layers if layers else result.embeddings)  # a copy: the caller must not write the entry

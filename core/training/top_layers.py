@@ -80,12 +80,14 @@ class TopLayers(torch.nn.Module):
         hidden = out.hidden_states[self.split].float().cpu()
         return [hidden[row, : int(length)].clone() for row, length in enumerate(attention_mask.sum(1).tolist())]
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                output_hidden_states: bool | None = None, output_attentions: bool | None = None, **kwargs):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool | None = None,
+                output_attentions: bool | None = None, **kwargs):
         if output_hidden_states or output_attentions:
             extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            return self.hf(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states,
-                           output_attentions=output_attentions, **extra, **kwargs)
+            return self.hf(input_ids=input_ids, attention_mask=attention_mask,
+                           output_hidden_states=output_hidden_states, output_attentions=output_attentions, **extra,
+                           **kwargs)
         lengths = attention_mask.sum(1).tolist()
         keys = [_key(input_ids[row, :n]) for row, n in enumerate(lengths)]
         missing = list({key: row for row, key in enumerate(keys) if key not in self.states}.values())

@@ -4,6 +4,7 @@ batch sampler and extra callbacks come from the run's recipe."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -216,9 +217,12 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     recipe.check_corpus(cfg, corpus)
     if cfg.eval_every > 0 and corpus.kind != "labelled":
         raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
-    reference = load_model(cfg.reference or cfg.model, cfg.device)
-    reference.requires_grad_(False)
     model = load_model(cfg.model, cfg.device)
+    if (cfg.reference or cfg.model) == cfg.model:  # a copy in memory: as good as a second load, and quicker
+        reference = copy.deepcopy(model)  # its attributes too (contrastlab_source)
+    else:
+        reference = load_model(cfg.reference, cfg.device)
+    reference.requires_grad_(False)
     settings = EvalSettings(k=cfg.eval_k)
 
     def enc_progress(label):
