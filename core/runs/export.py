@@ -61,15 +61,16 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
 
     if corpus.kind == "labelled":
         sets = eval_sets(corpus, EvalSettings())
-        texts = sets.train_texts + list(corpus.test_texts)
+        parts = [sets.train_texts, list(corpus.test_texts)]  # encoded apart: the evaluation's cache entries
         columns = {"label": [corpus.classes[i] for i in [*sets.train_labels, *corpus.test_labels]],
                    "split": ["train"] * len(sets.train_rows) + [corpus.target_split] * len(corpus.test_texts)}
     else:
         target = corpus.test
         members = [t for m in target.lists for t in m] if corpus.kind == "lists" else [*target.text1, *target.text2]
-        texts = list(dict.fromkeys(members))
-        columns = {"split": [corpus.target_split] * len(texts)}
-    emb = encode_cached(model, texts, progress=progress)
+        parts = [list(dict.fromkeys(members))]
+        columns = {"split": [corpus.target_split] * len(parts[0])}
+    texts = [text for part in parts for text in part]
+    emb = np.concatenate([encode_cached(model, part, progress=progress) for part in parts])
     frame = pd.DataFrame({"text": texts, **columns, "embedding": list(emb.astype(np.float32))})
     frame.to_parquet(dest / "embeddings.parquet", index=False)
     np.save(dest / "embeddings.npy", emb.astype(np.float32))
