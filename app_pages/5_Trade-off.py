@@ -17,7 +17,7 @@ from core.analysis.tradeoff import (
     tradeoff_points,
 )
 from core.errors import UserError
-from core.jobs.quick import QUICK_TOP, quick_run, quick_text
+from core.jobs.quick import quick_run, quick_text, quick_top_layers
 from ui.run_control import corpus_fields, keep_warm
 from ui.run_panel import progress_text
 
@@ -162,10 +162,13 @@ def _active(run_id: str) -> bool:
 
 trade_off_plot()
 st.subheader("Margin")
+top = quick_top_layers(ui.state.model_name())  # 0 where the model cannot (not BERT-style, or too few layers)
 st.caption("What a triplet margin does, before any training: the share of the reference model's mined "
-           "triplets whose constraint is still active. Train a quick model at the margin (256 triplets, one "
-           f"epoch, only the top {QUICK_TOP} layers, from the frozen layers' cached output) to see where it lands on "
-           f"the plot above; it is marked \"top-{QUICK_TOP} quick\" there, and one click retrains it with every layer.")
+           "triplets whose constraint is still active. Train a quick model at the margin (256 triplets, one epoch"
+           + (f", only the top {top} layers, from the frozen layers' cached output) to see where it lands on the plot "
+               f"above; it is marked \"top-{top} quick\" there, and one click retrains it with every layer."
+               if top else ", every layer: this model has no top-layer fast path) to see where it lands on the plot "
+               "above; it is marked \"quick\" there."))
 picked = margin_slider()
 if picked is not None:
     if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import core.jobs.quick
+from bench.common import NoopReporter
 from core import cli
 from core.analysis.tradeoff import tradeoff_points
 from core.data.corpus import demo_corpus_path, load_corpus
@@ -31,20 +32,6 @@ from tests.tiny_model import build_tiny_model
 
 TEXTS = ["a short one", "the film was long, slow and far too loud for its own good", "x", "great cast",
          "a considerably longer sentence about movies and actors, with commas, and a twist at the end"]
-
-
-class Quiet:
-    def progress(self, **fields) -> None:
-        pass
-
-    def should_stop(self) -> bool:
-        return False
-
-    def log_loss(self, step: int, loss: float) -> None:
-        pass
-
-    def log_eval(self, point: dict) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +105,7 @@ def test_training_changes_only_the_top_layers_and_the_point_is_the_saved_models(
     cfg = TrainConfig(corpus=str(demo_corpus_path()), model=str(deep_dir), top_layers=2, examples=32, batch_size=16,
                       lr=1e-3)
     before = load_model(str(deep_dir), device="cpu").state_dict()
-    result = run_training(cfg, Quiet(), tmp_path)
+    result = run_training(cfg, NoopReporter(), tmp_path)
     saved = load_model(str(tmp_path / "model"), device="cpu")
     after = saved.state_dict()
     changed = {name for name, value in after.items() if not torch.equal(value, before[name])}
