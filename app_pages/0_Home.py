@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from ui.corpus_view import list_summary, pair_summary
+from ui.layout import escaped
 
 st.title("ContrastLab")
 st.markdown(
@@ -29,7 +30,12 @@ if corpus is not None:
         cards[1].metric("Texts", f"{len(corpus.train_texts) + len(corpus.test_texts):,}", border=True,
                         help=f"{len(corpus.train_texts):,} train, {len(corpus.test_texts):,} {corpus.target_split}")
         cards[2].metric("Classes", len(corpus.classes), border=True, help=", ".join(corpus.classes))
-cards[3].metric("Reference model", ui.model_label(ui.state.model_name()), border=True, help=ui.state.model_name())
+model = ui.state.model_name()
+shown = ui.model_label(model)
+with cards[3].container(border=True):  # a path's folder name in large type, the full path below it, wrapping
+    st.metric("Reference model", shown)
+    if shown != model:
+        st.caption(escaped(model))
 cards[4].metric("Device", ui.device(), border=True)
 
 st.subheader("Workflow")

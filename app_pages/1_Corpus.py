@@ -2,10 +2,12 @@
 reference model on it (P@k / S@k on labels, STS Spearman on scored pairs, ordering accuracy and Kendall tau on
 ranked lists)."""
 
+from dataclasses import asdict
+
 import streamlit as st
 
 import ui
-from core.data.corpus import DEFAULT_MAX_BYTES, Columns, detect_columns
+from core.data.corpus import DEFAULT_MAX_BYTES, ColumnError, Columns, detect_columns
 from core.data.kinds import table_kind
 from core.data.lists import ListColumns, detect_list_columns
 from core.data.pairs import PairColumns, detect_pair_columns
@@ -17,14 +19,17 @@ from core.evaluation.sts import evaluate_pairs
 from core.models.encode import count_overlong
 from ui.corpus_view import (
     balance_figure,
+    column_advice,
     corpus_frame,
     list_frame,
     list_summary,
     pair_frame,
     pair_summary,
+    pick_note,
     size_range,
 )
 from ui.layout import escaped, literal
+from ui.per_class_view import per_class_results
 from ui.state import Table
 
 SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
@@ -32,6 +37,7 @@ FILE_TYPES = ["csv", "tsv", "tab", "txt", "jsonl", "ndjson", "json", "parquet", 
 NO_SPLIT = "(none: hold out 10%)"
 NO_COLUMN = "(none)"
 PREVIEW_ROWS = 1000
+DROP_LEAKED = "drop_leaked"  # the leakage checkbox's key: drawn in the report, read before the corpus is built
 SETTINGS = EvalSettings()
 ORDERING = {m.key: m for m in HEADLINE if m.key in ("ordering_accuracy", "kendall_tau")}
 
@@ -72,31 +78,34 @@ def _index(options: list[str], name: str | None) -> int | None:
     return options.index(name) if name in options else None
 
 
-def choose_columns(table: Table) -> tuple[Columns, bool] | None:
-    """Column pickers pre-filled with what detect_columns finds; None until text and label are picked."""
+def choose_columns(table: Table) -> tuple[Columns, bool, bool] | None:
+    """Column pickers pre-filled with what detect_columns finds (the columns, drop duplicates, drop leaked texts);
+    None until text and label are picked, with a note above the pickers naming the column(s) still to pick."""
     names = [str(c) for c in table.df.columns]
     try:
-        detected = detect_columns(table.df)
-    except UserError as exc:
-        detected = None
-        st.info(escaped(str(exc).split(";")[0]) + "; pick it below.")  # the rest of core's message names CLI flags
+        detected = asdict(detect_columns(table.df))
+    except ColumnError as exc:
+        detected = exc.found  # what was found pre-fills its picker; the note names the rest until picked
+    note = st.empty()
     text_box, label_box, split_box, dedupe_box = st.columns([2, 2, 2, 1.3], vertical_alignment="bottom")
-    text = text_box.selectbox("Text column", names, index=_index(names, detected and detected.text),
+    text = text_box.selectbox("Text column", names, index=_index(names, detected.get("text")),
                               key=f"text_col:{table.key}", persist_state="session", placeholder="Pick a column")
-    label = label_box.selectbox("Label column", names, index=_index(names, detected and detected.label),
+    label = label_box.selectbox("Label column", names, index=_index(names, detected.get("label")),
                                 key=f"label_col:{table.key}", persist_state="session", placeholder="Pick a column")
     splits = [NO_SPLIT, *names]
-    split = split_box.selectbox("Split column", splits, index=_index(splits, detected and detected.split) or 0,
+    split = split_box.selectbox("Split column", splits, index=_index(splits, detected.get("split")) or 0,
                                 key=f"split_col:{table.key}", persist_state="session")
     dedupe = dedupe_box.checkbox("Drop duplicates", key="drop_duplicates", persist_state="session",
                                  help="Keep only the first copy of a text that appears more than once.")
-    if text is None or label is None:
-        st.info("Pick the text and the label column.")
+    unpicked = tuple(role for role, column in (("text", text), ("label", label)) if column is None)
+    if unpicked:
+        note.info(pick_note(unpicked))
         return None
     if len({text, label, split}) < 3:
         st.error("The text, label and split columns must be different columns.")
         return None
-    return Columns(text=text, label=label, split=None if split == NO_SPLIT else split), dedupe
+    columns = Columns(text=text, label=label, split=None if split == NO_SPLIT else split)
+    return columns, dedupe, bool(st.session_state.get(DROP_LEAKED, False))
 
 
 def pick_roles(table: Table, detect, roles: dict[str, tuple[str, bool]], none: str) -> dict | None:
@@ -104,10 +113,10 @@ def pick_roles(table: Table, detect, roles: dict[str, tuple[str, bool]], none: s
     role left at `none`), or None with a line saying why until the required roles have distinct columns."""
     names = [str(c) for c in table.df.columns]
     try:
-        detected = detect(table.df)
+        detected, problem = detect(table.df), None
     except UserError as exc:
-        detected = None
-        st.info(f"{escaped(exc)} Pick them below.")
+        detected, problem = None, exc
+    note = st.empty()  # filled below while a required role is unpicked
     picked = {}
     for box, (role, (title, required)) in zip(st.columns(len(roles)), roles.items()):
         options = names if required else [none, *names]
@@ -117,7 +126,8 @@ def pick_roles(table: Table, detect, roles: dict[str, tuple[str, bool]], none: s
         picked[role] = None if value == none else value
     missing = [title.lower() for role, (title, required) in roles.items() if required and picked[role] is None]
     if missing:
-        st.info(f"Pick the {' and the '.join(missing)}.")
+        lead = "" if problem is None else f"{escaped(problem)} "
+        note.info(f"{lead}Pick the {' and the '.join(missing)}.")
         return None
     chosen = [c for c in picked.values() if c is not None]
     if len(set(chosen)) < len(chosen):
@@ -210,6 +220,8 @@ def show_report(corpus) -> None:
                f"{corpus.target_split} texts · split: {report.split_source}")
     for warning in report.warnings:
         st.warning(escaped(warning))
+    if report.leaked:
+        show_leakage(corpus)
     chart, preview = st.columns(2)
     with chart:
         st.markdown("**Class balance**")
@@ -219,6 +231,21 @@ def show_report(corpus) -> None:
         st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} texts")
         st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
     overlong_card(overlong_slot, corpus)
+
+
+def show_leakage(corpus) -> None:
+    """Texts in both splits, which a model can score by memory; the checkbox drops them from the target split. It is
+    read before the corpus is built (choose_columns), so it stays while the report shows texts to drop or dropped."""
+    report, target = corpus.report, corpus.target_split
+    examples = [literal(t if len(t) <= 80 else t[:79] + "…") for t in report.leaked_examples]
+    if report.leaked > len(examples):
+        examples.append("…")
+    done = f"; dropped from the {target} split" if report.leaked_dropped else ", so a model can score them by memory"
+    st.warning(f"**{corpus.leakage()}**{done}. For example:\n" + "\n".join(f"- {e}" for e in examples),
+               icon=":material/content_copy:")
+    st.checkbox(f"Drop them from the {corpus.target_split} split", key=DROP_LEAKED, persist_state="session",
+                help="The training rows and the split of every other row stay as they are; the corpus fingerprint "
+                     "changes, so cached results of the two versions never mix.")
 
 
 def show_pair_report(corpus) -> None:
@@ -332,6 +359,8 @@ def show_evaluation(corpus) -> None:
                     help="Logistic regression trained on the frozen training embeddings.")
     st.caption(f"Standard deviation over {r['n_queries']:,} targets: P {r['polarity_sd']:.1f}, "
                f"S {r['similarity_sd']:.1f} · pool of {r['n_pool']:,} training texts")
+    st.markdown("**Per class**")
+    per_class_results(r, None, key="corpus:per_class", name=f"reference-{corpus.name}")
 
 
 table: Table | None = None
@@ -343,8 +372,12 @@ with model_col:
 if table is not None:
     choice = COLUMN_CHOICE[table_kind(table.df)](table)
     if choice is not None:
-        with ui.guard("Building the corpus"), st.spinner(f"Validating {len(table.df):,} rows…", show_time=True):
-            if ui.state.use_table(table, *choice):
+        with ui.guard("Building the corpus"):
+            try:
+                changed = ui.state.use_table(table, *choice)  # with a progress bar while it validates
+            except ColumnError as exc:
+                raise UserError(column_advice(exc)) from None  # the page's wording: its pickers, not CLI flags
+            if changed:
                 st.rerun()  # the sidebar, drawn before, must show the new corpus
 elif ui.state.corpus() is not None:
     st.info(f"The current corpus stays {literal(ui.state.corpus().name)} until you give another table.")

@@ -7,14 +7,21 @@ import streamlit as st
 import ui
 from core.data.corpus import demo_documents_path, detect_columns, persist_table, read_table
 from core.errors import UserError
-from core.jobs.sweep import sweep_config
+from core.jobs.sweep import MAX_SEEDS, SEEDS, sweep_config
 from core.training.config import GENERAL_PARAMS, TrainConfig, general_default
 from core.training.listmle import LIST_SIZE
 from core.training.params import Param
 from core.training.recipe import MINING, Recipe
 from core.training.recipes import RECIPES
 from ui import run_control, run_panel
-from ui.corpus_view import band_preview_frame, band_ranks, list_preview_frame, size_range
+from ui.corpus_view import (
+    EXAMPLE_TEXTS,
+    band_preview_frame,
+    band_ranks,
+    list_preview_frame,
+    size_range,
+    with_text_labels,
+)
 
 GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
@@ -167,8 +174,8 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
         cards[1].metric("Skipped documents", f"{stats['skipped_docs']:,}", border=True,
                         help="Too few sentences of 100-250 characters to form the chunks.")
         cards[2].metric("Pairs used", f"{stats['examples']:,}", border=True)
-    elif corpus.kind == "pairs":
-        cards[0].metric("Pairs used", f"{stats['examples']:,}", border=True, help=f"From the {stats['source']}.")
+    elif corpus.kind == "pairs" or recipe.example_format == "ranked pairs":  # RAOE's pairs, mined or the corpus's
+        cards[0].metric("Pairs used", f"{stats['examples']:,}", border=True, help=f"Source: {stats['source']}.")
         if stats.get("gated_share") is not None:
             cards[1].metric("Gated share", f"{stats['gated_share']:.0%}", border=True,
                             help="Share of the pairs whose angle term is on (see Definitions, RAOE).")
@@ -183,8 +190,12 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
                         help=f"Anchors with no same-label or no other-label neighbour at cosine >= "
                              f"{stats['threshold']:g}: {stats['anchors_without_positive']:,} without a positive, "
                              f"{stats['anchors_without_negative']:,} without a negative.")
+    widths = None
+    if corpus.kind == "labelled" and not recipe.self_supervised:
+        frame = with_text_labels(frame, corpus)
+        widths = {c: st.column_config.TextColumn(width="medium") for c in EXAMPLE_TEXTS}  # labels in view too
     st.caption(f"First {len(frame)} of {stats['examples']:,}")
-    st.dataframe(frame, hide_index=True)
+    st.dataframe(frame, hide_index=True, column_config=widths)
 
 
 def show_list_preview(stats: dict) -> None:
@@ -242,14 +253,17 @@ def sweep_panel(recipe: Recipe, base: dict | None) -> None:
             st.caption(f"{recipe.title} has no margin to sweep.")
             return
         name = knob.label.lower()
-        st.caption(f"Trains and evaluates one run per {name} with the settings above, one after "
+        st.caption(f"Trains and evaluates one run per {name} (and seed) with the settings above, one after "
                    "another in one background process; mining and the reference evaluation happen once.")
-        typed = st.text_input(f"{knob.label}s (comma-separated)", value=", ".join(f"{m:g}" for m in knob.presets),
-                              key=f"train:sweep:{recipe.name}")
+        values, seeds = st.columns([3, 1])
+        typed = values.text_input(f"{knob.label}s (comma-separated)",
+                                  value=", ".join(f"{m:g}" for m in knob.presets), key=f"train:sweep:{recipe.name}")
+        n_seeds = seeds.number_input(SEEDS.label, min_value=int(SEEDS.low), max_value=MAX_SEEDS,
+                                     value=SEEDS.default, step=1, help=SEEDS.help, key="train:sweep:seeds")
         if st.button("Start sweep", icon=":material/play_arrow:", disabled=base is None, key="train:sweep:start"):
             with ui.guard("Starting the sweep") as outcome:
                 run_control.start_run("sweep", sweep_config({**run_control.corpus_fields(), **base}, [recipe.name],
-                                                            knob.parse_list(typed)))
+                                                            knob.parse_list(typed), n_seeds))
             if not outcome.failed:
                 st.rerun()
 

@@ -9,25 +9,31 @@ import ui
 from core.analysis.plots import sts_change_figure, tradeoff_figure
 from core.analysis.tradeoff import (
     MARGIN_STEPS,
+    approximate_ci,
     change_table,
     margin_constraint_share,
     margin_share_figure,
     metric_changes,
-    mined_triplet_embeddings,
+    mined_triplet_counts,
+    seed_groups,
     tradeoff_points,
+    triplet_count_note,
 )
 from core.errors import UserError
+from core.evaluation.uncertainty import ERROR_BARS
 from core.jobs.quick import quick_run, quick_text, quick_top_layers
 from ui.run_control import corpus_fields, keep_warm
 from ui.run_panel import progress_text
 
 POLL_S = 0.5  # while a quick run trains: its point should show within moments of it finishing
+BAR_CHOICES = {"ci": "95% CI of the mean", "se": "Standard error", "sd": "SD over targets"}  # ERROR_BARS, short
 
 st.title("Trade-off")
 st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training texts that share its label "
            "(class separation). **S@k**: their cosine to it under the reference model (kept meaning). Both ×100, "
-           "error bars one standard deviation over targets. Up and to the right is better; the dashed line is the "
-           "Pareto front.")
+           "the mean over the held-out texts (targets). Up and to the right is better; the dashed line is the "
+           "Pareto front. Each point is labelled with its recipe and margin (m) or scale (s); the marker shape is "
+           "its budget.")
 
 runs = ui.run_store()
 
@@ -70,9 +76,18 @@ corpus = ui.require_corpus("Trade-off")
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
 # (margin, trained every layer) -> run id
 quick_runs: dict[tuple[float, bool], str] = ui.state.session_cache("quick_runs").setdefault(context, {})
-k = int(st.number_input("k (neighbours retrieved per text)", min_value=1, max_value=100, value=16, step=1,
-                        key="tradeoff_k", persist_state="session",
-                        help="Changing k rescores every run from cached embeddings; nothing is re-encoded."))
+k_box, bars_box = st.columns([1, 2])
+k = int(k_box.number_input("k (neighbours retrieved per text)", min_value=1, max_value=100, value=16, step=1,
+                           key="tradeoff_k", persist_state="session",
+                           help="Changing k rescores every run from cached embeddings; nothing is re-encoded."))
+bars = bars_box.segmented_control(
+    "Error bars", list(ERROR_BARS), format_func=BAR_CHOICES.get, default="ci", required=True, key="tradeoff_bars",
+    persist_state="session",
+    help="How well each run's mean is known: the bootstrap 95% confidence interval of the mean over targets (1,000 "
+         "resamples) or its standard error; or how much single targets differ (standard deviation, about 22 points "
+         "for P), which swamps every difference between runs. The runs share their targets, so overlapping "
+         "intervals do not by themselves rule out a real difference; a sweep with several seeds shows how far "
+         "training alone moves a point.")
 
 
 def trade_off_plot() -> None:
@@ -82,7 +97,18 @@ def trade_off_plot() -> None:
                                  memo=ui.state.session_cache("tradeoff_points"))
     if points is None:
         return
-    ui.plot(tradeoff_figure(points, k), f"tradeoff_k{k}", key="tradeoff_plot")
+    shown = seed_groups(points)
+    ui.plot(tradeoff_figure(shown, k, bars), f"tradeoff_k{k}", key="tradeoff_plot")
+    approximate = approximate_ci(shown) if bars == "ci" else []
+    if approximate:
+        many = len(approximate) > 1
+        st.caption(f"Run{'s' if many else ''} {', '.join(f'`{r}`' for r in approximate)} "
+                   f"{'were' if many else 'was'} evaluated before ContrastLab kept the bootstrap interval: "
+                   f"{'their' if many else 'its'} bars are the normal approximation, mean ± 1.96 standard errors "
+                   "from the stored standard deviation (marked in the hover).")
+    if any(p.get("n_seeds", 1) > 1 for p in shown):
+        st.caption("A point that stands for several runs of one configuration with different seeds is their mean, "
+                   "drawn larger, its bars the seeds' lowest and highest scores: how far training alone moves it.")
     if len(points) == 1:
         st.info("Only the reference model so far: train a model on the Train page, or a quick model at a margin "
                 "below, and its point appears here.", icon=":material/info:")
@@ -97,15 +123,16 @@ def margin_slider() -> float | None:
         with ui.guard("Mining triplets"), st.spinner("Mining triplets with the reference model…"):
             model = ui.get_model()
             cache[context] = (dict(margin_constraint_share(model, corpus, list(MARGIN_STEPS))),
-                              len(mined_triplet_embeddings(model, corpus)[0]))
+                              mined_triplet_counts(model, corpus))
     if context not in cache:
         return None
-    shares, n_triplets = cache[context]
+    shares, (available, n_triplets) = cache[context]
     text, chart = st.columns([2, 3])
     text.markdown(f"**{shares[margin]:.0%}** of the {n_triplets:,} mined triplets are active at margin "
                   f"**{margin:g}** under the reference model.")
     text.caption("Active: d(anchor, positive) + margin > d(anchor, negative), so the triplet still pushes during "
                  "training. Cosine distances lie in [0, 2]: from a margin of 2 on, every triplet keeps pushing.")
+    text.caption(triplet_count_note(available, n_triplets))
     with chart:
         ui.plot(margin_share_figure(list(shares.items()), margin), "active_triplets", key="margin_share")
     return margin

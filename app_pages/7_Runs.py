@@ -1,16 +1,14 @@
-"""Runs & export page: every run in a table; select, compare, cancel or delete runs; export a finished run
-(model zip with its card, embeddings as Parquet, config as YAML) and download its plots."""
+"""Runs & export page: every run in a table, narrowed by recipe, corpus and tag; select, annotate (note, tags),
+compare, cancel or delete runs; export a finished run (model zip with its card, embeddings as Parquet and as the
+TensorBoard projector's TSV pair, config as YAML) and download its plots."""
 
-import pandas as pd
 import streamlit as st
-from pandas.io.formats.style import Styler
 
 import ui
-from core.analysis.plots import losses_figure
-from core.evaluation.headline import HEADLINE
-from core.runs.labels import run_label
-from core.runs.store import Run
+from core.runs.labels import corpus_names, recipes_of, run_label, select_runs
+from core.runs.store import NOTE_MAX, TAG_MAX, TAGS_MAX
 from ui import nav, run_control, run_export, run_panel, run_tables
+from ui.per_class_view import per_class_results
 
 store = ui.run_store()
 reaped = store.reap_orphans()
@@ -24,24 +22,30 @@ flash = ui.state.session_cache("runs_page").pop("flash", None)
 if flash:
     st.success(flash)
 
-runs = store.list(with_losses=False)
-if not runs:
+all_runs = store.list(with_losses=False)
+if not all_runs:
     st.info("No runs yet: start one on the Train page.")
     nav.link(nav.TRAIN, "Go to the Train page")
     st.stop()
 
-run_tables.runs_table(runs, key="runs:table")
+names = corpus_names(all_runs)
+recipe_col, corpus_col, tag_col = st.columns(3)
+recipes = recipe_col.multiselect("Recipe", sorted({r for run in all_runs for r in recipes_of(run) if r}),
+                                 key="runs:filter:recipe", placeholder="All recipes")
+corpora = corpus_col.multiselect("Corpus", sorted(names, key=lambda p: names[p].casefold()), key="runs:filter:corpus",
+                                 format_func=names.get, placeholder="All corpora")
+tags = tag_col.multiselect("Tag", sorted({t for run in all_runs for t in run.tags}, key=str.casefold),
+                           key="runs:filter:tag", placeholder="All tags", help="Runs with any of the picked tags.")
+runs = select_runs(all_runs, recipes, corpora, tags)
+if not runs:
+    st.info("No run matches these filters; clear one to see more.")
+    st.stop()
+if len(runs) < len(all_runs):
+    st.caption(f"Showing {len(runs)} of {len(all_runs)} runs.")
+
+run_tables.runs_table(runs, key="runs:table", names=names)
 ids = [r.id for r in runs]
 by_id = {r.id: r for r in runs}
-
-
-def metrics_table(a: Run, b: Run) -> Styler:
-    """Two runs' headline metrics, each row rounded to its metric's digits (Kendall tau needs three)."""
-    frame = run_tables.metrics_frame([a, b])
-    styled = frame.style
-    for metric, row in zip(HEADLINE, frame.index):  # metrics_frame has one row per HEADLINE metric, in order
-        styled = styled.format(f"{{:.{metric.digits}f}}", na_rep="–", subset=pd.IndexSlice[[row], :])
-    return styled
 
 
 def _pick() -> None:
@@ -55,6 +59,26 @@ run = store.get(picked)
 
 with st.container(border=True):
     run_panel.live_run(store, run.id, key="runs:live")
+    if run.status == "done" and run.kind == "train" and "polarity" in (run.metrics_after or {}):
+        st.markdown("**Per class**")
+        per_class_results(run.before, run.metrics_after, key=f"runs:per_class:{run.id}", name=run.id)
+    with st.expander("Note and tags", icon=":material/sell:", expanded=bool(run.note or run.tags)):
+        saves = ui.state.session_cache("runs_page").setdefault("saves", {})  # a save makes new widgets: stored text
+        note_key, tags_key = (f"runs:{field}:{run.id}:{saves.get(run.id, 0)}" for field in ("note", "tags"))
+        with st.form(f"runs:annotate:{run.id}:{saves.get(run.id, 0)}", border=False):
+            note = st.text_area("Note", value=run.note, key=note_key, placeholder="What this run tried, what it showed",
+                                help=f"Free text, at most {NOTE_MAX:,} characters.")
+            tag_text = st.text_input("Tags", value=", ".join(run.tags), key=tags_key, placeholder="baseline, sst2",
+                                     help=f"Separated by commas, at most {TAGS_MAX} of up to {TAG_MAX} characters "
+                                          "each; repeats are kept once. Filter the runs by them above.")
+            save = st.form_submit_button("Save note and tags", icon=":material/save:")
+        if save:
+            with ui.guard("Saving the note and tags") as outcome:
+                store.annotate(run.id, note=note, tags=tag_text)
+            if not outcome.failed:
+                saves[run.id] = saves.get(run.id, 0) + 1
+                ui.state.session_cache("runs_page")["flash"] = f"Saved the note and tags of run {run.id}."
+                st.rerun()
     export_col, delete_col = st.columns([4, 1])
     with export_col:
         if run.status == "done" and run.kind == "train":
@@ -62,7 +86,8 @@ with st.container(border=True):
             slot = st.empty()  # the button goes once the export is there, as on every later rerun
             if folder is None and slot.button("Export", type="primary", icon=":material/ios_share:",
                                               help="Model directory with its card (zipped), embeddings of the "
-                                                   "evaluation texts as Parquet and NumPy, config as YAML and JSON."):
+                                                   "evaluation texts as Parquet and NumPy and as the TSV pair the "
+                                                   "TensorBoard embedding projector loads, config as YAML and JSON."):
                 with ui.guard("The export"):
                     folder = run_export.export(store, run)
                     slot.empty()
@@ -91,17 +116,20 @@ if len(runs) >= 2:
         st.info("Pick two different runs.")
     else:
         a, b = store.get(a_id), store.get(b_id)
-        metrics_col, config_col = st.columns(2)
-        with metrics_col:
-            st.markdown("**Metrics** (P@k, S@k and STS Spearman x100, accuracies in %, Kendall tau from -1 to 1)")
-            st.dataframe(metrics_table(a, b))
-        with config_col:
-            diff = run_tables.config_diff(a, b)
-            st.markdown(f"**Settings that differ** ({len(diff)})")
-            if diff.empty:
-                st.caption("The two runs have the same config.")
-            else:
-                st.dataframe(diff, hide_index=True)
+        st.markdown(f"**Metrics** of **A** `{run_label(a)}` and **B** `{run_label(b)}`")
+        st.table(run_tables.comparison_table(a, b))
+        st.caption("P@k, S@k and STS Spearman x100, accuracies in %, Kendall tau from -1 to 1. The last column is A's "
+                   "result minus B's, for accuracies in percentage points (pp).")
+        diff = run_tables.config_diff(a, b)
+        st.markdown(f"**Settings that differ** ({len(diff)})")
+        if diff.empty:
+            st.caption("The two runs have the same config.")
+        else:
+            st.dataframe(diff, hide_index=True)
         if a.losses or b.losses:
-            ui.plot(losses_figure({a.id: a.losses, b.id: b.losses}), f"losses-{a.id}-vs-{b.id}",
-                    key="runs:compare:plot")
+            log = st.toggle("Log scale", key="runs:compare:log",
+                            help="Loss on a logarithmic axis: late, small changes stay visible.")
+            figure, hidden = run_tables.losses_comparison(a, b, log)
+            ui.plot(figure, f"losses-{a.id}-vs-{b.id}", key="runs:compare:plot")
+            if hidden:
+                st.caption(f"{hidden} loss value(s) of zero or below are not drawn on the log scale.")

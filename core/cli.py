@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
-from core.errors import UserError
+from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE
 from core.jobs import launch
-from core.jobs.sweep import cancel, sweep_config
+from core.jobs.sweep import SEEDS, cancel, sweep_config
 from core.models.loading import DEFAULT_MODEL, load_model, resolve_model, setup_offline
 from core.runs.labels import knob_value, shown_text
 from core.runs.store import RunStore
@@ -65,17 +65,33 @@ def _corpus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
+def _leak_arg(p: argparse.ArgumentParser) -> None:
+    """--drop-leaked, for the commands that read the corpus in this process (a run's worker reads its config)."""
+    p.add_argument("--drop-leaked", action="store_true", help="drop the test texts that are also training texts "
+                   "(exact, after trimming spaces) from the test split of a labelled corpus")
+
+
 def _warn(corpus) -> None:
     """The corpus report's warnings (Latin-1 fallback, long texts, duplicates, unused split values) on stderr, as
-    the Corpus page shows them: a headless run must not change what it reads without saying so either."""
+    the Corpus page shows them: a headless run must not change what it reads without saying so either. Texts in
+    both splits are said here, in the CLI's words (the page offers a checkbox)."""
     for warning in corpus.report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    if corpus.kind != "labelled" or not corpus.report.leaked:
+        return
+    report = corpus.report
+    what = f"{corpus.leakage()} (e.g. {', '.join(shorten(t, 60) for t in report.leaked_examples)})"
+    if report.leaked_dropped:
+        print(f"warning: {what}; dropped from the {corpus.target_split} split (--drop-leaked).", file=sys.stderr)
+    else:
+        print(f"warning: {what}, so a model can score them by memory; --drop-leaked drops them.", file=sys.stderr)
 
 
 def _load_corpus(args):
     from core.data.corpus import load_corpus
 
-    corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
+    corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
+                         drop_leaked=args.drop_leaked)
     _warn(corpus)
     return corpus
 
@@ -85,8 +101,9 @@ def cmd_evaluate(args) -> dict:
     from core.evaluation.evaluate import EvalSettings, evaluate
 
     k = K_PARAM.parse(args.k)
-    if corpus_kind(args.corpus) != "labelled":
-        return _evaluate_other(args)
+    kind = corpus_kind(args.corpus)
+    if kind != "labelled":
+        return _evaluate_other(args, kind)
     corpus = _load_corpus(args)
     model = load_model(args.model, args.device)
     reference = model if args.reference in (None, args.model) else load_model(args.reference, args.device)
@@ -103,12 +120,15 @@ def cmd_evaluate(args) -> dict:
     return result
 
 
-def _evaluate_other(args) -> dict:
+def _evaluate_other(args, kind: str) -> dict:
     """A pair corpus (text1, text2, score) is judged by STS Spearman, a list corpus by its ordering metrics."""
-    from core.data.kinds import load_any
+    from core.data.kinds import KIND_NAMES, load_any
     from core.evaluation.ordering import evaluate_lists
     from core.evaluation.sts import evaluate_pairs
 
+    if args.drop_leaked:
+        raise UserError(f"--drop-leaked drops test texts that are also training texts of {KIND_NAMES['labelled']}; "
+                        f"{args.corpus} is {KIND_NAMES[kind]}, so leave the flag out.")
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
     _warn(corpus)
     model, name = load_model(args.model, args.device), args.model or "all-MiniLM-L6-v2"
@@ -266,7 +286,8 @@ def _check_inputs(cfg) -> None:
     from core.data.kinds import load_any
     from core.data.pairs import load_pairs
 
-    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
+                      drop_leaked=cfg.drop_leaked)
     _warn(corpus)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
     if cfg.sts_corpus and load_pairs(cfg.sts_corpus).columns.score is None:
@@ -347,7 +368,8 @@ def cmd_quick(args) -> dict:
     t0 = time.monotonic()
     margin = get_recipe("triplet").knob_param.parse(args.margin)
     base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": "triplet",
-            "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device}
+            "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device,
+            "drop_leaked": args.drop_leaked}
     config = quick_config({k: v for k, v in base.items() if v is not None}, margin, full=args.full)
     _check_inputs(TrainConfig.from_dict(config))
     store = RunStore()
@@ -372,6 +394,7 @@ def cmd_crop(args) -> dict:
 
 def cmd_sweep(args) -> dict:
 
+    seeds = SEEDS.parse(args.seeds)  # before the corpus is read: a bad count answers at once
     base = train_config(args)
     recipes = [r.strip() for r in (args.recipes or base["recipe"]).split(",") if r.strip()]
     knob = get_recipe(recipes[0]).knob_param if recipes else None
@@ -379,14 +402,14 @@ def cmd_sweep(args) -> dict:
         raise UserError(f"Recipe {', '.join(recipes) or '(none)'} has no margin or scale to sweep.")
     margins = knob.parse_list(args.margins)
     store = RunStore()
-    sweep_id = store.create("sweep", sweep_config(base, recipes, margins))
+    sweep_id = store.create("sweep", sweep_config(base, recipes, margins, seeds))
     run = follow(store, sweep_id)
     if run.status == "failed":
         raise RunFailed(1, f"sweep {sweep_id} failed: {run.error}")
     children = sorted(store.list(sweep_id=sweep_id, with_losses=False), key=lambda r: r.created)
     return {"sweep_id": sweep_id, "status": run.status, "runs": [
-        {"run_id": c.id, "recipe": c.config["recipe"], "margin": knob_value(c.config), "status": c.status,
-         "before": c.before, "after": c.metrics_after} for c in children]}
+        {"run_id": c.id, "recipe": c.config["recipe"], "margin": knob_value(c.config), "seed": c.config.get("seed"),
+         "status": c.status, "before": c.before, "after": c.metrics_after} for c in children]}
 
 
 def cmd_runs(args) -> dict:
@@ -429,7 +452,8 @@ def _print_sweep(r: dict) -> None:
     for c in r["runs"]:
         after = c.get("after") or {}
         scores = f"P {after['polarity']:.1f}  S {after['similarity']:.1f}" if after else ""
-        print(f"  {c['run_id']}  {c['recipe']:<18} margin {c['margin']!s:<6} {c['status']:<9} {scores}")
+        print(f"  {c['run_id']}  {c['recipe']:<18} margin {c['margin']!s:<6} seed {c['seed']!s:<4} {c['status']:<9} "
+              f"{scores}")
 
 
 def _print_runs(r: dict) -> None:
@@ -464,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="P@k, S@k, kNN and linear-probe accuracy of a model on a labelled corpus; STS "
                         "Spearman on a pair corpus; ordering accuracy and Kendall tau on a list corpus")
     _corpus_args(ev)
+    _leak_arg(ev)
     ev.add_argument("--reference", default=None, help="frozen reference model for S@k (default: the model itself)")
     ev.add_argument("--k", default="16", metavar="INT", help=K_PARAM.help)
     ev.add_argument("--knn-metric", choices=["euclidean", "cosine"], default="euclidean",
@@ -471,12 +496,14 @@ def build_parser() -> argparse.ArgumentParser:
     ly = sub.add_parser("layers", help="kNN accuracy of every layer's mean-pooled hidden state; with --compare, a "
                         "run's as well and the linear CKA between the two per layer (1.0 = unchanged)")
     _corpus_args(ly)
+    _leak_arg(ly)
     ly.add_argument("--knn-metric", choices=["cosine", "euclidean"], default="cosine")
     ly.add_argument("--compare", metavar="RUN_ID", help="a finished run whose model is compared with --model "
                     "(default: the run's reference model)")
     mp = sub.add_parser("maps", help="2-D maps of a labelled corpus (the Maps page's): the reference model's and, with "
                         "--run, the run's model's started from it; HTML, PNG and Parquet (text, label, x, y) in --out")
     _corpus_args(mp)
+    _leak_arg(mp)
     mp.add_argument("--run", metavar="RUN_ID", help="a finished run whose fine-tuned map is drawn beside the "
                     "reference (default reference: the run's)")
     mp.add_argument("--max-points", metavar="INT", help="at most this many texts, stratified by split and label "
@@ -489,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     qk = sub.add_parser("quick", help="the Trade-off page's quick margin point: 256 mined triplets, one epoch, only "
                         "the top 2 layers trained from cached frozen states; a run reused when it exists")
     _corpus_args(qk)
+    _leak_arg(qk)
     qk.add_argument("--margin", required=True, help="triplet margin (cosine distance)")
     qk.add_argument("--full", action="store_true", help="train every layer (the page's \"Retrain fully\")")
     qk.add_argument("--out", help="export the finished model into this folder")
@@ -501,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--recipes", help="comma-separated recipes (default: --recipe)")
     sw.add_argument("--margins", required=True, help="comma-separated values of the recipe's margin or scale, "
                     "e.g. 0.01,0.1,1,5")
+    sw.add_argument(SEEDS.flag, default=SEEDS.default, metavar="INT", help=SEEDS.help)
     rs = sub.add_parser("runs", help="list runs")
     rs.add_argument("--json", action="store_true")
     ex = sub.add_parser("export", help="export a finished run's model, card, config and embeddings")

@@ -71,3 +71,23 @@ def button(at: AppTest, label: str):
 def no_errors(at: AppTest) -> None:
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
+
+
+def train_tiny_run(home: Path, model_dir: Path, **settings) -> str:
+    """A finished train run on the demo corpus with the tiny model (32 examples, one epoch), executed in this
+    process into `home`; `settings` override the TrainConfig fields. For pages that need a run to show."""
+    from core.data.corpus import demo_corpus_path
+    from core.jobs import worker
+    from core.runs.store import RunStore
+    from core.training.config import TrainConfig
+
+    cfg = TrainConfig(**{"corpus": str(demo_corpus_path()), "model": str(model_dir), "examples": 32,
+                         "batch_size": 16, "epochs": 1, "threshold": 0.0, "device": "cpu", **settings})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CONTRASTLAB_HOME", str(home))
+        store = RunStore(home)
+        run_id = store.create("train", cfg.to_dict())
+        worker.execute(store, run_id)
+        run = store.get(run_id)
+    assert run.status == "done", run.error
+    return run_id

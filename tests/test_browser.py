@@ -31,6 +31,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 START_TIMEOUT_S = 40
 STEP_TIMEOUT_MS = 30_000
 VIEWPORT = {"width": 1400, "height": 1000}
+NARROW_WIDTH = 1280
 
 
 def _free_port() -> int:
@@ -98,15 +99,25 @@ def browser(server):
             browser.close()
 
 
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport=VIEWPORT)
+def _page(browser, viewport: dict) -> Iterator:
+    context = browser.new_context(viewport=viewport)
     page = context.new_page()
     page.set_default_timeout(STEP_TIMEOUT_MS)
     try:
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def page(browser):
+    yield from _page(browser, VIEWPORT)
+
+
+@pytest.fixture
+def narrow_page(browser):
+    """A laptop-width window (NARROW_WIDTH px): tables and plot labels must fit there too."""
+    yield from _page(browser, {"width": NARROW_WIDTH, "height": 900})
 
 
 def wait_idle(page) -> None:

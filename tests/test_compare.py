@@ -96,7 +96,7 @@ def test_knn_matches_the_evaluation(tiny_model, corpus):
     assert data.ref_knn == pytest.approx(evaluate(tiny_model, tiny_model, corpus, maps.SETTINGS)["knn_accuracy"])
 
 
-def fake_umap(emb, init=None, seed=0):
+def fake_umap(emb, init=None, seed=0, progress=None):
     """Stands in for UMAP, whose numba compilation alone takes ~20 s; the dispatch and caching are ours."""
     return np.random.default_rng(seed).normal(size=(len(emb), 2)) if init is None else init + 0.1
 

@@ -140,7 +140,7 @@ def test_tradeoff_shows_a_list_runs_ordering_before_and_after(app):
     assert [s.value for s in at.subheader] == ["STS Spearman", "List ordering"]
     table = at.dataframe[-1].value
     assert list(table["run"]) == [listed]
-    assert table["Ordering accuracy"][0] == "40.0% → 60.0% (+20.0%)"
+    assert table["Ordering accuracy"][0] == "40.0% → 60.0% (+20.0 pp)"
     assert table["Kendall tau"][0] == "0.100 → 0.350 (+0.250)"
     assert at.info[-1].value.startswith("The Trade-off page needs a labelled corpus")
 

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import core.analysis.projection
 import core.models.encode
+from tests.conftest import train_tiny_run
 from ui.run_picker import NO_RUN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,22 +30,8 @@ def home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(home, tiny_model_dir) -> str:
-    """A finished train run on the demo corpus (first layer frozen), executed in this process."""
-    from core.data.corpus import demo_corpus_path
-    from core.jobs import worker
-    from core.runs.store import RunStore
-    from core.training.config import TrainConfig
-
-    cfg = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), examples=32, batch_size=16,
-                      epochs=1, threshold=0.0, freeze_layers=1, device="cpu")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CONTRASTLAB_HOME", str(home))
-        store = RunStore(home)
-        run_id = store.create("train", cfg.to_dict())
-        worker.execute(store, run_id)
-        run = store.get(run_id)
-    assert run.status == "done", run.error
-    return run_id
+    """A finished train run on the demo corpus, its first layer frozen (shaded on the Layers page)."""
+    return train_tiny_run(home, tiny_model_dir, freeze_layers=1)
 
 
 @pytest.fixture
@@ -117,14 +104,15 @@ def test_maps_with_a_run_compare_and_list_neighbours_without_recomputing(app, tr
     assert len(at.get("download_button")) == 2
 
     monkeypatch.setattr(core.analysis.projection, "umap_2d",  # numba compiles UMAP for ~20 s; the page only dispatches
-                        lambda emb, init=None, seed=0: np.random.default_rng(seed).normal(size=(len(emb), 2)))
+                        lambda emb, init=None, seed=0, progress=None:
+                        np.random.default_rng(seed).normal(size=(len(emb), 2)))
     calls = spies(monkeypatch)
     picker = next(s for s in at.selectbox if s.label.startswith("Click a point"))
     picker.set_value(0).run()
     assert not at.exception and not at.error
     kept_or_lost, kept_or_new = (set(df.value["status"]) for df in at.dataframe)
     assert kept_or_lost <= {"kept", "lost"} and kept_or_new <= {"kept", "new"}
-    assert any("selected" == t["name"] for t in figures(at)[1]["data"])  # the picked text is ringed
+    assert any("picked" == t["name"] for t in figures(at)[1]["data"])  # the picked text is ringed
     at.radio(key="maps_method").set_value("UMAP").run()
     assert not at.exception and not at.error and figures(at)[0]["layout"]["xaxis"]["title"]["text"] == "UMAP 1"
     at.radio(key="maps_method").set_value("t-SNE").run()

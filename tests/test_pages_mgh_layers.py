@@ -18,11 +18,10 @@ import core.jobs.worker
 import core.models.encode
 from core.analysis.layers import cka_layers_figure
 from core.analysis.plots import cka_figure, loss_curve_figure
-from core.data.corpus import demo_corpus_path
 from core.runs.store import Run, RunStore
 from core.training.mgh import ORDERS, band_phases
 from core.training.recipes import RECIPES
-from tests.conftest import APP, APP_TIMEOUT_S, button, no_errors
+from tests.conftest import APP, APP_TIMEOUT_S, button, no_errors, train_tiny_run
 
 SMALL_BANDS = "1,2,3,4"
 TINY_MGH = {"train:examples": 64, "train:batch:sup": 16}  # four steps: one per band of a scheduled order
@@ -166,19 +165,8 @@ def home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(home, tiny_model_dir) -> str:
-    """A finished mgh run on the demo corpus (first layer frozen), executed in this process."""
-    from core.training.config import TrainConfig
-
-    cfg = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), recipe="mgh", bands=SMALL_BANDS,
-                      examples=32, batch_size=16, epochs=1, threshold=0.0, freeze_layers=1, device="cpu")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CONTRASTLAB_HOME", str(home))
-        store = RunStore(home)
-        run_id = store.create("train", cfg.to_dict())
-        core.jobs.worker.execute(store, run_id)
-        run = store.get(run_id)
-    assert run.status == "done", run.error
-    return run_id
+    """A finished mgh run on the demo corpus (first layer frozen)."""
+    return train_tiny_run(home, tiny_model_dir, recipe="mgh", bands=SMALL_BANDS, freeze_layers=1)
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def test_attention_without_a_run_and_with_a_typed_text(tiny_env, monkeypatch):
     monkeypatch.setattr(core.analysis.attention, "compare_attention", lambda *a: calls.append(a[2]) or real(*a))
     at = ok(page("6_Attention.py").run())
     assert any("No finished run" in i.value for i in at.info)
-    heatmaps, bars = charts(at)
+    heatmaps, _, _, bars = charts(at)  # the reference's head grid, enlarged head and summed map, then the bars
     assert "Reference" in heatmaps["layout"]["title"]["text"]
     assert [t.get("visible", True) for t in bars["data"]] == [True, False]  # the reference's weights alone
 
@@ -57,12 +57,12 @@ def test_attention_without_a_run_and_with_a_typed_text(tiny_env, monkeypatch):
     assert not at.exception and [e.value for e in at.error] == ["Type a text first."] and not charts(at)
     at.text_input(key="attention_typed").set_value("the film was good").run()
     ok(at)
-    assert charts(at)[1]["data"][0]["customdata"] == ["[CLS]", "the", "film", "was", "good", "[SEP]"]
+    assert charts(at)[-1]["data"][0]["customdata"] == ["[CLS]", "the", "film", "was", "good", "[SEP]"]
     assert calls[-1] == "the film was good"
     before = len(calls)
     at.switch_page("app_pages/4_Layers.py").run()
     shown = charts(ok(at.switch_page("app_pages/6_Attention.py").run()))  # back again: drawn from the session cache
-    assert len(calls) == before and len(shown) == 2
+    assert len(calls) == before and len(shown) == 4
 
 
 def test_tradeoff_slider_quick_model_then_both_pages_with_the_run(tiny_env, monkeypatch):
@@ -81,7 +81,9 @@ def test_tradeoff_slider_quick_model_then_both_pages_with_the_run(tiny_env, monk
     next(b for b in at.button if b.key == "quick_train").click().run()
     ok(at)
     plot = charts(at)[0]
-    assert [t["name"] for t in plot["data"]] == ["reference", "triplet", "Pareto front"]  # the quick point
+    assert [t["name"] for t in plot["data"]] == ["reference", "triplet · 32 examples × 1 epoch",  # the quick point
+                                                 "Pareto front"]
+    assert plot["data"][1]["text"] == ["triplet m10 (quick)"]
     run_id = RunStore().list()[0].id
     name, recipe, margin = plot["data"][1]["customdata"][0][:3]  # what the hover shows
     assert (name, recipe, margin) == (f"{run_id} (quick)", "triplet", "10")
@@ -94,8 +96,8 @@ def test_tradeoff_slider_quick_model_then_both_pages_with_the_run(tiny_env, monk
 
     at = ok(page("6_Attention.py").run())
     assert at.selectbox(key="attention_run").value == run_id
-    _, tuned_map, bars = charts(at)
+    _, tuned_map, *_, bars = charts(at)  # head grids, enlarged heads, summed maps: reference and fine-tuned each
     assert "Fine-tuned" in tuned_map["layout"]["title"]["text"]
     assert [t["name"] for t in bars["data"]] == ["reference", "fine-tuned"]
     assert "**Lost weight:**" in markdown(at, "**Gained weight:**")
-    assert len(at.get("download_button")) == 3
+    assert len(at.get("download_button")) == 7  # one per chart

@@ -90,7 +90,8 @@ def test_preview_mines_examples_and_shows_counts(train_page):
     cards = metrics(at)
     assert int(cards["Available"].value.replace(",", "")) >= int(cards["Used (N)"].value.replace(",", "")) > 0
     assert "Removed by threshold" in cards
-    assert list(at.dataframe[0].value.columns) == ["anchor", "positive", "negative"]
+    assert list(at.dataframe[0].value.columns) == ["anchor", "anchor label", "positive", "positive label", "negative",
+                                                   "negative label"]
 
     at.number_input(key="train:threshold").set_value(1.0).run()
     button(at, "Preview examples").click().run()

@@ -7,7 +7,6 @@ import plotly.graph_objects as go
 import pytest
 
 from core.analysis.plots import (
-    attention_heatmaps,
     hover_text,
     label_colours,
     layer_curve_figure,
@@ -44,7 +43,7 @@ def test_map_figure_one_trace_per_label_with_consistent_colours():
     assert "&lt;b&gt;" in neg.customdata[0][1] and "<b>1" not in neg.customdata[0][1]
     # The fine-tuned map with a highlighted point: same colours per label, plus one ring trace.
     tuned = map_figure(coords + 1, labels, texts, "fine-tuned", highlight=4)
-    assert len(tuned.data) == 4 and tuned.data[-1].name == "selected"
+    assert len(tuned.data) == 4 and tuned.data[-1].name == "picked"
     assert [t.marker.color for t in tuned.data[:3]] == [t.marker.color for t in fig.data]
     with pytest.raises(ValueError):
         map_figure(coords, labels[:5], texts, "bad")
@@ -82,7 +81,7 @@ def test_tradeoff_figure_reference_recipes_and_front():
         _point("triplet m=5", 81.3, 29.6, margin=5.0),
         _point("contrastive", 70.0, 30.0, recipe="ContrastiveLoss", margin=0.5),
     ]
-    fig = tradeoff_figure(points)
+    fig = tradeoff_figure(points, bars="sd")
     assert [t.name for t in fig.data] == ["reference", "TripletLoss", "ContrastiveLoss", "Pareto front"]
     ref, triplet, _, front = fig.data
     assert ref.marker.symbol == "star" and triplet.marker.symbol == "circle"
@@ -95,29 +94,6 @@ def test_tradeoff_figure_reference_recipes_and_front():
     assert len(tradeoff_figure([]).data) == 0
     nan_run = tradeoff_figure([_point("failed", math.nan, math.nan), _point("ok", 50.0, 40.0)])
     assert list(nan_run.data[-1].y) == [50.0]
-
-
-def test_attention_heatmaps_tile_every_head_and_the_sum():
-    rng = np.random.default_rng(0)
-    attn = rng.random((4, 5, 5))
-    attn /= attn.sum(-1, keepdims=True)
-    tokens = ["[CLS]", "the", "cat", "the", "[SEP]"]  # repeated token must not merge
-    fig = attention_heatmaps(attn, tokens, "last layer — reference", cols=4)
-    assert len(fig.data) == 2 and fig.layout.title.text == "last layer — reference"
-    assert [a.text for a in fig.layout.annotations] == ["head 1", "head 2", "head 3", "head 4", "sum over heads"]
-    heads, summed = (np.array(trace.z, dtype=float) for trace in fig.data)
-    step = 6  # 5 tokens + a one-cell gap
-    for h in range(4):  # first tile row: heads 1-4; second: the sum, on its own colour scale
-        np.testing.assert_allclose(heads[:5, h * step:h * step + 5], attn[h], rtol=1e-6)
-    np.testing.assert_allclose(summed[step:step + 5, :5], attn.sum(0), rtol=1e-6)
-    assert np.isnan(heads[step:, :]).all() and np.isnan(summed[:step, :]).all() and np.isnan(heads[:, 5]).all()
-    assert fig.data[0].coloraxis != fig.data[1].coloraxis
-    assert fig.data[0].text[1][step + 2] == "head 2<br>the → cat"
-    assert list(fig.layout.yaxis.ticktext) == tokens * 2  # query tokens beside every tile row
-    assert fig.layout.yaxis.tickvals[5] == step  # the second tile row's first token
-    _check_axes(fig)
-    with pytest.raises(ValueError):
-        attention_heatmaps(attn, tokens[:3], "bad")
 
 
 def test_token_weight_bars_grouped():

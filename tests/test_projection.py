@@ -143,7 +143,7 @@ def test_aligned_maps_cache_keys(monkeypatch):
         calls.append(init is None)
         return emb[:, :2] + (0 if init is None else init)
 
-    monkeypatch.setattr(projection, "_project", fake)
+    monkeypatch.setattr(projection, "project", fake)
     ref, _ = _clusters(n_per=5)
     tuned = ref.copy()
     a = aligned_maps(ref, tuned + 1)

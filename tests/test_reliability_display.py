@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.analysis.plots import (
-    attention_heatmaps,
+    attention_token_map,
     hover_text,
     layer_curve_figure,
     map_figure,
@@ -157,11 +157,10 @@ def test_hover_text_shows_a_text_as_typed(text):
 def test_attention_tokens_show_as_typed():
     """A quote token showed as &quot;: html.escape's entity, which plotly does not decode."""
     tokens = ['"', "'", "<b>", "&", "x"]
-    attn = np.full((2, 5, 5), 0.2)
-    heat = attention_heatmaps(attn, tokens, "t")
-    assert [plotly_shows(t) for t in heat.layout.yaxis.ticktext[:5]] == tokens
-    head, pair = heat.data[0].text[0][1].split("<br>")
-    assert head == "head 1" and plotly_shows(pair) == "\" → '"
+    heat = attention_token_map(np.full((5, 5), 0.2), tokens, "t", "attention")
+    assert [plotly_shows(t) for t in heat.layout.yaxis.ticktext] == tokens
+    assert [plotly_shows(t) for t in heat.layout.xaxis.ticktext] == tokens
+    assert plotly_shows(heat.data[0].text[0][1]) == "#0 \" → #1 '"
     bars = token_weight_bars(tokens, [0.2] * 5, [0.2] * 5)
     assert [plotly_shows(t) for t in bars.layout.xaxis.ticktext] == tokens
     assert [plotly_shows(t) for t in bars.data[0].customdata] == tokens

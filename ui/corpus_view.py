@@ -8,13 +8,27 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from core.analysis.plots import plot_text
-from core.data.corpus import Corpus
+from core.data.corpus import ColumnError, Corpus, undetected
 from core.data.lists import ListCorpus
 from core.data.pairs import NLI_LABELS, PairCorpus
 
+# Text columns of mined examples (core.data.mining.COLUMNS, RAOE's ranked pairs), in the order they appear.
+EXAMPLE_TEXTS = ("anchor", "positive", "negative", "sentence1", "sentence2")
 # Training-preview columns of a list recipe (core.training.listmle.list_preview) as the Train page names them.
 LIST_PREVIEW_COLUMNS = {"rank": "rank", "text": "text", "teacher": "teacher cosine", "teacher_rank": "teacher rank",
                         "target": "target", "target_rank": "target rank"}
+
+
+def pick_note(roles: tuple[str, ...]) -> str:
+    """The Corpus page's note while the text and / or label column is neither detected nor picked: its readers pick
+    columns in the boxes below it, so it names no CLI flag."""
+    return f"{undetected(roles)}; pick {'it' if len(roles) == 1 else 'them'} below."
+
+
+def column_advice(exc: ColumnError) -> str:
+    """A picked column that cannot serve (numbers as texts, scores as labels), worded for the Corpus page: the
+    remedy is another pick in the boxes above, not the CLI's flag."""
+    return f"{exc.problem}; pick {exc.wanted or 'another column'} above."
 
 
 def corpus_frame(corpus: Corpus) -> pd.DataFrame:
@@ -69,6 +83,23 @@ def pair_frame(corpus: PairCorpus) -> pd.DataFrame:
     if corpus.columns.label is not None:
         frame["label"] = [NLI_LABELS[code] for _, part in parts for code in part.labels.tolist()]
     return frame
+
+
+def with_text_labels(frame: pd.DataFrame, corpus: Corpus) -> pd.DataFrame:
+    """Examples mined from a labelled corpus with each text's label beside it ("anchor label" after "anchor", ...),
+    so the preview shows which texts share a class. The texts are training texts; one the corpus holds under
+    several labels shows them all ("a / b")."""
+    columns = [c for c in EXAMPLE_TEXTS if c in frame.columns]
+    shown = set(frame[columns].to_numpy().ravel().tolist())
+    labels: dict[str, set[str]] = {}
+    for text, code in zip(corpus.train_texts, corpus.train_labels.tolist()):
+        if text in shown:
+            labels.setdefault(text, set()).add(corpus.classes[code])
+    named = {text: " / ".join(sorted(classes)) for text, classes in labels.items()}
+    out = frame.copy()
+    for col in columns:
+        out.insert(out.columns.get_loc(col) + 1, f"{col} label", frame[col].map(named))
+    return out
 
 
 def list_summary(corpus: ListCorpus) -> str:

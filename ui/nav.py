@@ -3,6 +3,9 @@ st.navigation, the home page lists the workflow from them, and links between pag
 
 The files live in app_pages/, not pages/: a pages/ folder beside app.py switches Streamlit to its old multipage
 mode whenever a server's first run (or any AppTest run) asks for a page, and that page then runs without app.py.
+
+Page icons are Material icons, which Streamlit draws from the font it bundles, except as a favicon: a `:material/...:`
+favicon is fetched from fonts.gstatic.com, so the app sets its own (FAVICON) before registering the pages.
 """
 
 from __future__ import annotations
@@ -10,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import streamlit as st
+
+from core.storage import ASSETS
+
+FAVICON = ASSETS / "favicon.png"  # served by the app itself, like every file the page loads
 
 
 @dataclass(frozen=True)

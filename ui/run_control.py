@@ -79,7 +79,8 @@ def corpus_fields() -> dict:
         path = demo_corpus_path()
     else:
         path = persist_table(table.df, columns, drop_duplicates=dropped)
-    return {"corpus": str(path), "text_col": columns.text, "label_col": columns.label, "split_col": columns.split}
+    return {"corpus": str(path), "text_col": columns.text, "label_col": columns.label, "split_col": columns.split,
+            "drop_leaked": corpus.report.leaked_dropped > 0}
 
 
 def keep_warm() -> None:
@@ -91,7 +92,8 @@ def keep_warm() -> None:
 def start_run(kind: str, config: dict) -> str:
     """Create a run, hand it to a detached worker process and select it; returns its id."""
     runs = run_store()
-    run_id = runs.create(kind, config)
+    table = state.table()
+    run_id = runs.create(kind, config, corpus_name=table.name if table is not None else None)
     try:
         launch.start(runs, run_id)
     except Exception as exc:

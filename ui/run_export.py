@@ -16,6 +16,8 @@ EXPORT_FILES = (  # file in an export folder, download label, MIME type
     ("model.zip", "Model (zip)", "application/zip"),
     ("embeddings.parquet", "Embeddings (Parquet)", "application/octet-stream"),
     ("config.yaml", "Config (YAML)", "application/x-yaml"),
+    ("embeddings.tsv", "Projector vectors (TSV)", "text/tab-separated-values"),  # TensorBoard projector's pair
+    ("metadata.tsv", "Projector metadata (TSV)", "text/tab-separated-values"),
 )
 
 
@@ -40,10 +42,11 @@ def _reader(path: Path) -> Callable[[], bytes]:
 
 
 def download_buttons(folder: Path, key: str) -> None:
-    """Download buttons for the model zip, the embeddings and the config of an export folder; files are
-    read only when clicked (a model zip is large)."""
+    """Download buttons for the model zip, the embeddings, the config and the projector's TSV pair of an export
+    folder (those it holds: an export made before the TSV pair existed lacks it); files are read only when clicked
+    (a model zip is large)."""
     present = [(name, label, mime) for name, label, mime in EXPORT_FILES if (folder / name).exists()]
-    for col, (name, label, mime) in zip(st.columns(max(len(present), 1)), present):
+    for col, (name, label, mime) in zip(st.columns(3) * 2, present):  # two rows of three: labels stay on one line
         col.download_button(label, data=_reader(folder / name), file_name=f"{folder.name}-{name}", mime=mime,
                             key=f"{key}:{name}", on_click="ignore", icon=":material/download:")
     st.caption(f"Exported to `{folder}`")

@@ -51,7 +51,9 @@ def status_line(run: Run) -> None:
 
 
 def progress_text(run: Run) -> tuple[float, str]:
-    """(fraction, text) for the run's progress bar: phase, step / total, ETA and examples/s."""
+    """(fraction, text) for the run's progress bar: the phase in words ("training", "evaluating at step 40",
+    "evaluating after training", "saving the model", ...), its step / total, the whole run's time left wherever the
+    worker reports one (from the first training step on, core.training.eta) and, while training, examples/s."""
     p = run.progress
     if run.status == "queued":
         return 0.0, "Waiting for the worker process to start…"
@@ -60,12 +62,11 @@ def progress_text(run: Run) -> tuple[float, str]:
     fraction = 0.0
     if step is not None and total:
         fraction = min(step / total, 1.0)
-        text += f": {step:,} / {total:,}"
-    if phase == "training":
-        if p.get("eta_s") is not None:
-            text += f" · about {fmt_seconds(p['eta_s'])} left"
-        if p.get("examples_per_s"):
-            text += f" · {p['examples_per_s']:,.0f} examples/s"
+        text += f": {step:,} / {total:,}" + (f" {p['unit']}" if p.get("unit") else "")
+    if p.get("eta_s") is not None:
+        text += f" · about {fmt_seconds(max(p['eta_s'], 1))} left"  # a second or less still reads as time left
+    if phase == "training" and p.get("examples_per_s"):
+        text += f" · {p['examples_per_s']:,.0f} examples/s"
     if run.cancel_requested:
         text = "Cancelling… " + text
     return fraction, text

@@ -1,40 +1,50 @@
-"""Many runs at once: the runs table, and two runs' metrics and settings side by side."""
+"""Many runs at once: the runs table, and two runs' metrics, settings and losses compared."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
+from pandas.io.formats.style import Styler
 
-from core.evaluation.headline import HEADLINE
-from core.runs.labels import duration_s, knob_text, recipe_text
+from core.analysis.plots import losses_figure
+from core.evaluation.headline import HEADLINE, Metric
+from core.runs.labels import corpus_names, corpus_path, duration_s, knob_text, recipe_text
 from core.runs.store import Run
+from core.training.config import resolved
+
+DIFF = "A − B, after"  # the comparison's last column: positive where run A ends higher
 
 
-def runs_frame(runs: Iterable[Run]) -> pd.DataFrame:
-    """One row per run for the runs table: the headline metrics after training that any of the runs reports
-    (P@k and S@k on labelled corpora, STS Spearman, ordering), as the metric cards show them."""
+def runs_frame(runs: Iterable[Run], names: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per run for the runs table: its corpus (by `names`, corpus_names of all runs, else of these), tags,
+    and the headline metrics after training that any of the runs reports (P@k and S@k on labelled corpora, STS
+    Spearman, ordering), as the metric cards show them."""
     runs = list(runs)
+    names = corpus_names(runs) if names is None else names
     metrics = [m for m in HEADLINE if any((r.metrics_after or {}).get(m.key) is not None for r in runs)]
     rows = []
     for r in runs:
         after = r.metrics_after or {}
         rows.append({
             "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_text(r), "margin / scale": knob_text(r),
+            "corpus": names.get(corpus_path(r) or "", ""), "tags": list(r.tags),
             **{m.short.format(k="k"): None if after.get(m.key) is None else m.shown(after[m.key]) for m in metrics},
             "duration": duration_s(r), "sweep": r.sweep_id or "", "created": pd.Timestamp(r.created, unit="s", tz="UTC"),
         })
-    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin / scale",
+    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin / scale", "corpus", "tags",
                                        *(m.short.format(k="k") for m in metrics), "duration", "sweep", "created"])
 
 
-def runs_table(runs: Iterable[Run], key: str) -> None:
+def runs_table(runs: Iterable[Run], key: str, names: dict[str, str] | None = None) -> None:
     metrics = {m.short.format(k="k"): st.column_config.NumberColumn(
         format=f"%.{m.digits}f{'%%' if m.percent else ''}", help=f"{m.long}, after training.") for m in HEADLINE}
-    st.dataframe(runs_frame(runs), hide_index=True, key=key, column_config={
+    st.dataframe(runs_frame(runs, names), hide_index=True, key=key, column_config={
         **metrics,
+        "tags": st.column_config.ListColumn(help="Set below, for the selected run."),
         "duration": st.column_config.NumberColumn(format="%.0f s", help="Wall time from start to finish."),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
     })
@@ -50,23 +60,68 @@ def _flat(config: dict, prefix: str = "") -> dict:
     return out
 
 
+def _settings(run: Run) -> dict:
+    """A run's settings as it trained (core.training.config.resolved), flat: a sweep's base as base.<key>."""
+    if run.kind == "sweep":
+        return _flat({"kind": run.kind, **run.config, "base": resolved(run.config.get("base", {}))})
+    return _flat({"kind": run.kind, **resolved(run.config)})
+
+
 def config_diff(a: Run, b: Run) -> pd.DataFrame:
-    """The settings in which two runs differ (a sweep's base settings flattened as base.<key>)."""
-    fa, fb = _flat({"kind": a.kind, **a.config}), _flat({"kind": b.kind, **b.config})
+    """The settings in which runs A and B differ, with defaults filled in and the reference resolved, so a run saved
+    without them (a quick run, an older run) differs only where it trained differently."""
+    fa, fb = _settings(a), _settings(b)
     keys = [k for k in dict.fromkeys([*fa, *fb]) if fa.get(k) != fb.get(k)]
-    return pd.DataFrame({"setting": keys, a.id: [_show(fa.get(k)) for k in keys],
-                         b.id: [_show(fb.get(k)) for k in keys]})
+    return pd.DataFrame({"setting": keys, "A": [_show(fa.get(k)) for k in keys], "B": [_show(fb.get(k)) for k in keys]})
 
 
 def _show(value: Any) -> str:
     return "–" if value is None else str(value)
 
 
-def metrics_frame(runs: Iterable[Run]) -> pd.DataFrame:
-    """Before and after headline metrics of each run side by side (percent), one row per metric."""
+def metrics_frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """Before and after headline metrics of runs named A, B, … by position (run ids are too long for column
+    headers), as shown (P@k x100, accuracies in %); one row per metric that any of them reports."""
     columns = {}
-    for run in runs:
+    for name, run in zip("ABCDEFGH", runs):
         for when, metrics in (("before", run.before), ("after", run.metrics_after)):
-            columns[f"{run.id} {when}"] = [
+            columns[f"{name} {when}"] = [
                 None if not metrics or metrics.get(m.key) is None else m.shown(metrics[m.key]) for m in HEADLINE]
-    return pd.DataFrame(columns, index=[m.short.format(k="k") for m in HEADLINE])
+    frame = pd.DataFrame(columns, index=[m.short.format(k="k") for m in HEADLINE], dtype=float)
+    return frame[frame.notna().any(axis=1)]
+
+
+def comparison_frame(a: Run, b: Run) -> pd.DataFrame:
+    """Runs A and B before and after, and A's result minus B's (in points: percentage points for accuracies)."""
+    frame = metrics_frame([a, b])
+    frame[DIFF] = frame["A after"] - frame["B after"]
+    return frame
+
+
+def _metric(row: str) -> Metric:
+    return next(m for m in HEADLINE if m.short.format(k="k") == row)
+
+
+def comparison_table(a: Run, b: Run) -> Styler:
+    """comparison_frame styled for st.table: each row at its metric's digits, accuracies with '%' and their
+    differences in 'pp' (a change of an accuracy is in percentage points, not a percentage), '–' where missing."""
+    frame = comparison_frame(a, b)
+    styled = frame.style
+    values = [c for c in frame.columns if c != DIFF]
+    for row in frame.index:
+        metric = _metric(row)
+        unit = "%" if metric.percent else ""
+        styled = styled.format(f"{{:.{metric.digits}f}}{unit}", na_rep="–", subset=pd.IndexSlice[[row], values])
+        styled = styled.format(f"{{:+.{metric.digits}f}}{' pp' if metric.percent else ''}", na_rep="–",
+                               subset=pd.IndexSlice[[row], [DIFF]])
+    return styled
+
+
+def losses_comparison(a: Run, b: Run, log: bool) -> tuple[go.Figure, int]:
+    """Runs A's and B's training losses on one plot, on a log axis if `log`; with the number of points a log axis
+    cannot draw (a loss of zero, as a triplet loss reaches once every margin holds, or below)."""
+    fig = losses_figure({f"A · {a.id}": a.losses, f"B · {b.id}": b.losses})
+    if not log:
+        return fig, 0
+    fig.update_yaxes(type="log", title_text="loss (log scale)")
+    return fig, sum(1 for p in [*a.losses, *b.losses] if p["loss"] is not None and p["loss"] <= 0)

@@ -19,6 +19,7 @@ from core.data.corpus import Columns, Corpus, build_corpus, demo_corpus_path, de
 from core.data.lists import ListColumns, ListCorpus, build_lists
 from core.data.pairs import PairColumns, PairCorpus, build_pairs
 from core.models.loading import DEFAULT_MODEL, resolve_model
+from ui.feedback import progress_bar
 
 _CORPUS = "corpus"
 _CORPUS_KEY = "corpus_key"
@@ -68,24 +69,27 @@ def table() -> Table | None:
     return st.session_state.get(_TABLE)
 
 
-def use_table(table: Table, columns: Columns | PairColumns | ListColumns, drop_duplicates: bool = False) -> bool:
+def use_table(table: Table, columns: Columns | PairColumns | ListColumns, drop_duplicates: bool = False,
+              drop_leaked: bool = False) -> bool:
     """Make the corpus built from `table` current (a pair corpus for PairColumns, a list corpus for ListColumns;
-    neither drops duplicates); True when that changed the current corpus.
+    neither drops duplicates or leaked texts); True when that changed the current corpus.
 
-    Rebuilds only when the input or the mapping changed. Building raises UserError on bad data,
-    in which case the previous corpus stays current.
+    Rebuilds only when the input or the mapping changed, under a progress bar: validating a 100k-row table takes
+    seconds, which the page shows (a labelled corpus by its stages) rather than sit still. Building raises
+    UserError on bad data, in which case the previous corpus stays current.
     """
-    key = (table.key, columns, drop_duplicates)
+    key = (table.key, columns, drop_duplicates, drop_leaked)
     ss = st.session_state
     if ss.get(_CORPUS_KEY) == key:
         return False
-    if isinstance(columns, ListColumns):
-        built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings))
-    elif isinstance(columns, PairColumns):
-        built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings))
-    else:
-        built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,
-                             warnings=list(table.warnings))
+    with progress_bar(f"Validating {len(table.df):,} rows…") as bar:
+        if isinstance(columns, ListColumns):
+            built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings))
+        elif isinstance(columns, PairColumns):
+            built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings))
+        else:
+            built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,
+                                 warnings=list(table.warnings), progress=bar, drop_leaked=drop_leaked)
     ss[_CORPUS], ss[_CORPUS_KEY], ss[_TABLE] = built, key, table
     return True
 

@@ -7,6 +7,8 @@ vectors Euclidean neighbours are cosine neighbours, which every backend (and PCA
 
 from __future__ import annotations
 
+import io
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -96,7 +98,8 @@ def tsne(
     FFT from FFT_FROM points, Barnes-Hut below (the grid's fixed cost makes small maps slower: at 5,000 points FFT
     took 0.4x Barnes-Hut's time, at 2,000 1.3x). n_jobs None: one thread below PARALLEL_ABOVE points, where thread
     start-up costs more than it saves, all cores above.
-    `progress(done, total)` is called with the iterations done every PROGRESS_EVERY iterations, last with total.
+    `progress(done, total)` is called with 0 before the neighbour search (so a page can name that step), then with
+    the iterations done every PROGRESS_EVERY iterations, last with total.
     """
     from openTSNE import TSNE
     from openTSNE.initialization import rescale
@@ -112,6 +115,8 @@ def tsne(
     jobs = n_jobs if n_jobs is not None else (1 if len(x) < PARALLEL_ABOVE else -1)
     perplexity = effective_perplexity(len(x), perplexity)
     done = [0]
+    if progress:
+        progress(0, total)
 
     def report(iteration: int, error: float, embedding: np.ndarray) -> bool:
         # openTSNE restarts its iteration count in each phase; both phases are multiples of PROGRESS_EVERY,
@@ -137,27 +142,57 @@ def tsne(
     return np.asarray(model.fit(x, affinities=affinities(x, perplexity, jobs)), dtype=np.float32)
 
 
+def umap_epochs(n: int) -> int:
+    """umap-learn's own default number of layout epochs for n points (500 up to 10,000, 200 above), passed explicitly
+    so a progress bar knows the total before the first epoch; the map is the one the default gives."""
+    return 500 if n <= 10_000 else 200
+
+
+class _EpochRelay(io.TextIOBase):
+    """The "file" umap-learn's tqdm bar writes to: its only progress hook (umap-learn has no callback), read back as
+    (epochs done, total) from the bar format "{n}/{total}"."""
+
+    def __init__(self, progress: Callable[[int, int], None]) -> None:
+        super().__init__()
+        self._progress = progress
+
+    def write(self, text: str) -> int:
+        for done, total in re.findall(r"(\d+)/(\d+)", text):
+            self._progress(int(done), int(total))
+        return len(text)
+
+
 def umap_2d(
     emb: np.ndarray,
     init: np.ndarray | None = None,
     seed: int = 0,
     n_neighbors: int = 15,
     min_dist: float = 0.1,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """UMAP map (n, 2); spectral initialisation, or `init` when given (UMAP rescales it into its own box).
 
     A fixed random_state makes umap-learn single-threaded, which is what makes the map reproducible.
+    `progress(done, total)` gets the layout epochs: 0 before the neighbour graph and initial layout are built (which
+    report nothing), then as umap-learn's epoch bar moves.
     """
+    epochs = umap_epochs(len(emb))
+    if progress:  # before the import too: loading umap-learn's compiled functions takes seconds
+        progress(0, epochs)
     umap = _import_umap()
     x = _unit(emb)
     _check(x, init)
+    bar = {"disable": False, "file": _EpochRelay(progress), "bar_format": "{n}/{total}", "mininterval": 0.2} \
+        if progress else None
     model = umap.UMAP(
         n_components=2,
         n_neighbors=int(min(n_neighbors, len(x) - 1)),
         min_dist=min_dist,
         init="spectral" if init is None else np.asarray(init, dtype=np.float32),
+        n_epochs=epochs,
         random_state=seed,
         n_jobs=1,
+        tqdm_kwds=bar,
     )
     return np.asarray(model.fit_transform(x), dtype=np.float32)
 
@@ -195,15 +230,16 @@ def _import_umap():
     return umap
 
 
-Progress = Callable[[int, int], None]  # (iterations done, total); t-SNE reports it, UMAP has no callback
+Progress = Callable[[int, int], None]  # (iterations or epochs done, total), first (0, total) before they start
 
 
-def _project(method: str, emb: np.ndarray, init: np.ndarray | None, seed: int, params: dict,
-             progress: Progress | None = None) -> np.ndarray:
+def project(method: str, emb: np.ndarray, init: np.ndarray | None, seed: int, params: dict,
+            progress: Progress | None = None) -> np.ndarray:
+    """One map by `method`, uncached: tsne() or umap_2d() with `params`."""
     if method == "tsne":
         return tsne(emb, init=init, seed=seed, progress=progress, **params)
     if method == "umap":
-        return umap_2d(emb, init=init, seed=seed, **params)
+        return umap_2d(emb, init=init, seed=seed, progress=progress, **params)
     raise ValueError(f"unknown projection method {method!r}; choose one of {METHODS}")
 
 
@@ -230,16 +266,16 @@ def aligned_maps(
     params = dict(params or {})
     ref_progress, tuned_progress = progress
     if not cache:
-        ref_map = _project(method, ref_emb, None, seed, params, ref_progress)
-        return ref_map, _project(method, tuned_emb, ref_map, seed, params, tuned_progress)
+        ref_map = project(method, ref_emb, None, seed, params, ref_progress)
+        return ref_map, project(method, tuned_emb, ref_map, seed, params, tuned_progress)
     ref_key = reference_map_key(method, ref_emb, seed, params)
     rows = len(ref_emb)
-    ref_map = cached_projection(ref_key, lambda: _project(method, ref_emb, None, seed, params, ref_progress), rows)
+    ref_map = cached_projection(ref_key, lambda: project(method, ref_emb, None, seed, params, ref_progress), rows)
     # The aligned t-SNE schedule is part of the key, so a map cached under another schedule is recomputed.
     schedule = ALIGNED_ITERS if method == "tsne" else None
     tuned_key = (method, array_fingerprint(tuned_emb), seed, params, "init", key_hash(ref_key), schedule)
     return ref_map, cached_projection(
-        tuned_key, lambda: _project(method, tuned_emb, ref_map, seed, params, tuned_progress), rows)
+        tuned_key, lambda: project(method, tuned_emb, ref_map, seed, params, tuned_progress), rows)
 
 
 def subsample(n: int, max_points: int, labels: Sequence, seed: int = 0) -> np.ndarray:
@@ -316,6 +352,40 @@ def neighbour_changes(ref_emb: np.ndarray, tuned_emb: np.ndarray, index: int, k:
         "lost": [i for i in ref if i not in tuned_set],
         "overlap": len(kept) / max(len(ref), 1),
     }
+
+
+def neighbourhood_change(ref_emb: np.ndarray, tuned_emb: np.ndarray, k: int = 10) -> np.ndarray:
+    """Per point, the share of its k cosine nearest neighbours under the reference embedding that are no longer among
+    its k nearest under the fine-tuned one (0 = same neighbourhood, 1 = all new): neighbour_changes for every point
+    at once, 1 - its overlap. Measured on the embeddings, not on a 2-D map, whose distances t-SNE and UMAP distort."""
+    n = len(ref_emb)
+    if len(tuned_emb) != n:
+        raise ValueError("reference and fine-tuned embeddings must cover the same texts")
+    k = min(k, n - 1)
+    if k < 1:
+        return np.zeros(n)
+
+    def neighbour_sets(emb: np.ndarray) -> np.ndarray:
+        idx = search(np.asarray(emb), np.asarray(emb), k + 1, "cosine")[1]
+        own = idx == np.arange(n)[:, None]
+        own[~own.any(axis=1), -1] = True  # the point crowded out by k exact duplicates: drop the farthest instead
+        return idx[~own].reshape(n, k)
+
+    ref, tuned = neighbour_sets(ref_emb), neighbour_sets(tuned_emb)
+    kept = (ref[:, :, None] == tuned[:, None, :]).any(axis=2).sum(axis=1)  # each row's neighbours are distinct
+    return 1 - kept / k
+
+
+def fit_onto(points: np.ndarray, target: np.ndarray, anchors: np.ndarray | None = None) -> np.ndarray:
+    """`points` carried into `target`'s frame by the least-squares affine map between them, fitted on the `anchors`
+    rows only (a boolean mask or indices; default all). An aligned map keeps the reference layout's orientation but
+    not its scale (t-SNE spreads it again from a tiny start; UMAP rescales its start into its own box per axis), so
+    positions from the two maps compare only after this fit."""
+    points = np.asarray(points, dtype=np.float64)
+    design = np.column_stack([points, np.ones(len(points))])
+    fit = slice(None) if anchors is None else anchors
+    coef = np.linalg.lstsq(design[fit], np.asarray(target, dtype=np.float64)[fit], rcond=None)[0]
+    return design @ coef
 
 
 # --- how well a map keeps neighbourhoods (bench/maps.py) ------------------------------------------------

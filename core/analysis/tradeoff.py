@@ -3,6 +3,7 @@ what a margin does to the mined triplets before any training (quick runs: core.j
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Callable
 
@@ -14,10 +15,12 @@ from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.headline import HEADLINE
-from core.jobs.quick import quick_text
+from core.evaluation.uncertainty import interval
+from core.jobs.quick import QUICK_BUDGET, quick_text
 from core.models.encode import encode_cached
-from core.runs.labels import knob_value, run_label
+from core.runs.labels import knob_name, knob_value, run_label
 from core.runs.store import Run, RunStore
+from core.training.config import GENERAL_PARAMS, resolved
 from core.training.examples import mine_train_sample
 
 # The margin slider's stops: dense where the cosine-distance triplet constraint changes (below ~1), then the
@@ -93,13 +96,70 @@ def tradeoff_points(
 
 
 def _point(run: Run | None, metrics: dict) -> dict:
+    """A plotted point: the scores, what its error bars need (core.evaluation.uncertainty.interval reads the point
+    as it reads an evaluation result), and how it is labelled and grouped."""
     scores = {key: float(metrics[key]) for key in _SCORES}
+    kept = {"n_queries": metrics.get("n_queries"), "uncertainty": metrics.get("uncertainty")}
     if run is None:
-        return {"name": "reference model", "run_id": None, "is_reference": True,
-                "quick": False, "recipe": None, "margin": None, **scores}
+        return {"name": "reference model", "label": "reference", "run_id": None, "is_reference": True,
+                "quick": False, "recipe": None, "margin": None, "budget": None, "seed": None, "group": None,
+                **scores, **kept}
     quick = quick_text(run.config)
-    return {"name": f"{run.id}{f' ({quick})' if quick else ''}", "run_id": run.id, "is_reference": False,
-            "quick": bool(quick), "recipe": run.config.get("recipe"), "margin": knob_value(run.config), **scores}
+    config = resolved(run.config)
+    return {"name": f"{run.id}{f' ({quick})' if quick else ''}", "label": point_label(run.config),
+            "run_id": run.id, "is_reference": False, "quick": bool(quick), "recipe": run.config.get("recipe"),
+            "margin": knob_value(run.config), "budget": budget_text(config), "seed": config.get("seed"),
+            "group": json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True, default=str),
+            **scores, **kept}
+
+
+def point_label(config: dict) -> str:
+    """The short label drawn beside a run's point: recipe and knob ('triplet m0.1', 'mgh s20'), and '(top-2 quick)'
+    or '(quick)' for a quick point."""
+    recipe = str(config.get("recipe") or "run")
+    name, value = knob_name(recipe), knob_value(config)
+    quick = quick_text(config)
+    return " ".join(part for part in (recipe, f"{name[0]}{value:g}" if name and value is not None else "",
+                                      f"({quick})" if quick else "") if part)
+
+
+def budget_text(config: dict) -> str:
+    """A run's training budget as the legend names it ('2,000 examples × 1 epoch', '… · ≤ 100 steps'): runs with
+    different budgets are told apart on the plot."""
+    examples, epochs, steps = config.get("examples"), config.get("epochs"), config.get("max_steps")
+    text = f"{examples:,} examples × {epochs:g} epoch{'' if epochs == 1 else 's'}" if examples and epochs else (
+        "budget not recorded")
+    return f"{text} · ≤ {steps:,} steps" if steps else text
+
+
+def seed_groups(points: list[dict]) -> list[dict]:
+    """The points with every set of runs that differ only in their seed merged into one: the mean of their scores,
+    with the seeds' min–max under "seed_range" and their standard deviation under "seed_sd" (n - 1), in the order
+    of each set's first run. A run alone keeps its own point (and its per-target error bars)."""
+    members: dict[object, list[dict]] = {}
+    for i, p in enumerate(points):
+        members.setdefault(p.get("group") or i, []).append(p)
+    return [group[0] if len(group) == 1 else _merged(group) for group in members.values()]
+
+
+def approximate_ci(points: list[dict]) -> list[str]:
+    """The runs among the points whose 95% CI is the normal approximation (evaluated before the bootstrap interval
+    was kept, core.evaluation.uncertainty.interval), so the page can say so; a mean of seeds has its own bars."""
+    return [p["run_id"] for p in points if p.get("run_id") and interval(p, "polarity", "ci").approximate]
+
+
+def _merged(group: list[dict]) -> dict:
+    first = group[0]
+    merged = {**first, "run_id": None, "run_ids": [p["run_id"] for p in group],
+              "seeds": [p.get("seed") for p in group], "n_seeds": len(group), "uncertainty": None,
+              "name": f"{len(group)} runs: {', '.join(p['run_id'] for p in group)}",
+              "label": f"{first['label']} · {len(group)} seeds", "seed_range": {}, "seed_sd": {}}
+    for metric in ("polarity", "similarity"):
+        values = np.array([p[metric] for p in group], dtype=np.float64)
+        merged[metric] = float(values.mean())
+        merged["seed_range"][metric] = (float(values.min()), float(values.max()))
+        merged["seed_sd"][metric] = float(values.std(ddof=1))
+    return merged
 
 
 # --- a metric before -> after per run ----------------------------------------------------------------------
@@ -157,6 +217,30 @@ def mined_triplet_embeddings(reference, corpus: Corpus, settings: MiningSettings
         per_model[key] = tuple(embeddings[[row_of[t] for t in examples.frame[col]]]
                                for col in ("anchor", "positive", "negative"))
     return per_model[key]
+
+
+def mined_triplet_counts(reference, corpus: Corpus, settings: MiningSettings = MiningSettings()) -> tuple[int, int]:
+    """(available, used): every distinct triplet mining finds (the Train page's "Available") and how many of them a
+    run with these settings trains on (its "Used (N)", `settings.max_examples` drawn with its seed). Read from the
+    mining cache mined_triplet_embeddings filled."""
+    stats = mine_train_sample(reference, corpus, "triplet", settings).stats
+    return int(stats["available"]), int(stats["examples"])
+
+
+def triplet_count_note(available: int, used: int) -> str:
+    """Why the margin slider counts `used` triplets when the Train page's preview found `available`: the slider
+    shows the triplets a default triplet run trains on, a seeded draw of its Examples (N) from all that mining
+    finds."""
+    default_n = GENERAL_PARAMS["examples"].default
+    quick = min(QUICK_BUDGET["examples"], used)
+    if available > used:
+        return (f"Why {used:,}: these are the triplets a Train-page triplet run with the default settings trains on. "
+                f"Mining finds {available:,} (the Train page's \"Available\"); a run keeps its Examples (N) of them, "
+                f"{default_n:,} by default, drawn with its seed (default 0). The quick model below trains on {quick:,} "
+                "of them.")
+    return (f"Why {used:,}: that is every triplet mining finds (the Train page's \"Available\"), no more than the "
+            f"{default_n:,} examples a default run asks for, so a run trains on all of them; the quick model below on "
+            f"{quick:,}.")
 
 
 def margin_constraint_share(reference, corpus: Corpus, margins: list[float], distance: str = "cosine",

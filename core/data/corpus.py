@@ -32,6 +32,7 @@ MIN_ROWS = 10
 HOLDOUT_FRACTION = 0.1
 SPLIT_SEED = 0
 LONG_TEXT_CHARS = 1000
+LEAK_EXAMPLES = 5  # leaked texts quoted in the report
 MAX_JSON_DEPTH = 100  # a cell nested deeper could make str() or repr() of it hit the recursion limit later
 
 TEXT_NAMES = ("text", "sentence", "headline", "document", "content", "review", "question", "body",
@@ -65,6 +66,36 @@ class Columns:
     split: str | None
 
 
+ROLE_FLAGS = {"text": "--text-col", "label": "--label-col"}
+ROLE_CONTENTS = {"text": "texts", "label": "labels"}
+
+
+class ColumnError(UserError):
+    """A text or label column that was not found or cannot serve. The message (str) is the CLI's, naming its flags;
+    the Corpus page words its own remedy from the parts, since its readers pick columns in a box, not a flag.
+
+    problem: what is wrong, without a remedy. roles: the columns to choose ("text", "label"). wanted: what the right
+    column holds, when one was given but cannot serve. found: what detection did find, to pre-fill the page's
+    pickers.
+    """
+
+    def __init__(self, problem: str, roles: tuple[str, ...], wanted: str | None = None,
+                 names: list[str] | None = None, found: dict[str, str | None] | None = None) -> None:
+        self.problem, self.roles, self.wanted, self.found = problem, roles, wanted, found or {}
+        listed = f" (columns: {', '.join(names)})" if names else ""
+        remedy = (f"pass {ROLE_FLAGS[roles[0]]} with {wanted}" if wanted
+                  else "pass " + " and ".join(f"{ROLE_FLAGS[r]} NAME" for r in roles))
+        super().__init__(f"{problem}{listed}; {remedy}.")
+
+
+def undetected(roles: tuple[str, ...]) -> str:
+    """"Could not tell which column holds the labels" (or the texts, or both): the one wording of a failed detection,
+    for every front end."""
+    if len(roles) == 1:
+        return f"Could not tell which column holds the {ROLE_CONTENTS[roles[0]]}"
+    return f"Could not tell which columns hold the {' and the '.join(ROLE_CONTENTS[r] for r in roles)}"
+
+
 @dataclass
 class ValidationReport:
     """What cleaning did to the file, shown to the user before anything is trained on it."""
@@ -78,6 +109,9 @@ class ValidationReport:
     class_counts: dict[str, int]
     split_source: str
     warnings: list[str] = field(default_factory=list)
+    leaked: int = 0  # target rows whose text is also a training text (exact, after cleaning): train/test leakage
+    leaked_dropped: int = 0  # those of them dropped from the target split (drop_leaked)
+    leaked_examples: list[str] = field(default_factory=list)  # the first few leaked texts
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -107,6 +141,13 @@ class Corpus:
             h.update(b"\x1d")
         return h.hexdigest()[:16]
 
+    def leakage(self) -> str:
+        """"10 test texts are also training texts": the report's leakage in words every front end shows, each adding
+        its own remedy (the CLI a flag, the Corpus page a checkbox)."""
+        n, target = self.report.leaked, self.target_split
+        return (f"1 {target} text is also a training text" if n == 1 else
+                f"{n:,} {target} texts are also training texts")
+
     def summary(self) -> dict:
         """JSON-ready description of the data, for model cards and the corpus page."""
         return {
@@ -122,6 +163,8 @@ class Corpus:
             "class_counts_train": _counts(self.classes, self.train_labels),
             "class_counts_test": _counts(self.classes, self.test_labels),
             "split_source": self.report.split_source,
+            "leaked": self.report.leaked,
+            "leaked_dropped": self.report.leaked_dropped,
             "fingerprint": self.fingerprint,
         }
 
@@ -416,13 +459,12 @@ def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str
         split = next((c for c in _known(names, SPLIT_NAMES, {text, label}) if _is_split(df[c])), None)
     label = label or next(iter(_known(names, LABEL_NAMES, {text, split})), None)
     text = text or next(iter(_known(names, TEXT_NAMES, {label, split})), None) or _guess_text(df, {label, split})
-    if text is None:
-        raise UserError(f"Could not tell which column holds the texts (columns: {', '.join(names)}); "
-                        "pass --text-col NAME or pick it in the corpus page.")
-    label = label or _guess_label(df, {text, split})
-    if label is None:
-        raise UserError(f"Could not tell which column holds the labels (columns: {', '.join(names)}); "
-                        "pass --label-col NAME or pick it in the corpus page.")
+    if text is not None:  # the one remaining column is the label only once the text column is known
+        label = label or _guess_label(df, {text, split})
+    missing = tuple(role for role, col in (("text", text), ("label", label)) if col is None)
+    if missing:
+        raise ColumnError(undetected(missing), missing, names=names,
+                          found={"text": text, "label": label, "split": split})
     if text == label:
         raise UserError(f"Column '{text}' cannot be both the text and the label; pass different --text-col and "
                         "--label-col.")
@@ -473,8 +515,13 @@ def _guess_label(df: pd.DataFrame, taken: set) -> str | None:
 
 
 def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates: bool = False,
-                 warnings: list[str] | None = None, progress: Stages | None = None) -> Corpus:
+                 warnings: list[str] | None = None, progress: Stages | None = None,
+                 drop_leaked: bool = False) -> Corpus:
     """Clean the rows, count what was dropped, encode labels and split train / target deterministically.
+
+    Target texts that are also training texts (leakage: a model can score them by memory) are counted in the
+    report; drop_leaked drops them from the target split after splitting, so the training rows and the split of
+    every other row stay as they were.
 
     progress(stage, done, total) is called as each of the BUILD_STAGES starts and at the end: a 100k-row table
     takes about a second, which a page should show rather than sit still.
@@ -521,16 +568,26 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
     if len(set(label_arr[train])) < 2:
         raise UserError("The training rows hold only one class; every class needs training rows, so check the "
                         "labels and the split column.")
+    leaked = target[texts.iloc[target].isin(texts.iloc[train]).to_numpy()]
+    leaked_dropped = len(leaked) if drop_leaked else 0
+    if leaked_dropped:
+        if leaked_dropped == len(target):
+            raise UserError(f"Every one of the {len(target):,} {target_split} texts is also a training text, so "
+                            "dropping them would leave nothing to evaluate on; keep them or fix the split.")
+        target = np.setdiff1d(target, leaked)
 
     classes = _sorted_classes(set(label_arr))
     code = {c: i for i, c in enumerate(classes)}
     codes = np.array([code[c] for c in label_arr], dtype=np.int64)
     text_list = texts.tolist()
     report = ValidationReport(
-        rows_read=len(df), rows_kept=len(texts), empty_dropped=int(empty.sum()),
+        rows_read=len(df), rows_kept=len(texts) - leaked_dropped, empty_dropped=int(empty.sum()),
         missing_label_dropped=int(missing.sum()), duplicates=int(dup_mask.sum()),
         duplicates_dropped=int(dup_mask.sum()) if drop_duplicates else 0,
-        class_counts=_counts(classes, codes), split_source=source, warnings=warnings)
+        class_counts=_counts(classes, np.delete(codes, leaked[:leaked_dropped])), split_source=source,
+        warnings=warnings,
+        leaked=len(leaked), leaked_dropped=leaked_dropped,
+        leaked_examples=[text_list[i] for i in leaked[:LEAK_EXAMPLES]])
     corpus = Corpus(name=name, columns=columns, classes=classes,
                     train_texts=[text_list[i] for i in train], train_labels=codes[train],
                     test_texts=[text_list[i] for i in target], test_labels=codes[target],
@@ -541,8 +598,8 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
 
 def clean_texts(series: pd.Series, col: str) -> pd.Series:
     if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
-        raise UserError(f"Column '{col}' holds numbers, not texts; pass --text-col with the column that holds the "
-                        "texts.")
+        raise ColumnError(f"Column '{col}' holds numbers, not texts", ("text",),
+                          wanted="the column that holds the texts")
     _reject_nested(series, col)
     return series.map(lambda v: "" if is_missing(v) else str(v).strip()).astype(object)
 
@@ -570,8 +627,8 @@ def _numeric_labels(values: pd.Series, col: str) -> pd.Series:
     present = values.dropna()
     if not np.isfinite(present).all() or not (present == np.round(present)).all():
         example = next(v for v in present if not math.isfinite(v) or v != round(v))
-        raise UserError(f"Column '{col}' looks like a continuous score, not a class label (e.g. {example:g}); "
-                        "pass --label-col with a column of class names or whole numbers.")
+        raise ColumnError(f"Column '{col}' looks like a continuous score, not a class label (e.g. {example:g})",
+                          ("label",), wanted="a column of class names or whole numbers")
     return values.map(lambda v: None if math.isnan(v) else str(int(v))).astype(object)
 
 
@@ -691,12 +748,13 @@ def _sorted_classes(classes: set[str]) -> list[str]:
 
 def load_corpus(path: str | Path, text_col: str | None = None, label_col: str | None = None,
                 split_col: str | None = None, drop_duplicates: bool = False,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
+                max_bytes: int = DEFAULT_MAX_BYTES, drop_leaked: bool = False) -> Corpus:
     """Read, detect columns and build in one call, as the CLI and the demo button do."""
     path = Path(path)
     df, warnings = read_file(path, max_bytes)
     columns = detect_columns(df, text_col, label_col, split_col)
-    return build_corpus(df, columns, name=path.stem, drop_duplicates=drop_duplicates, warnings=warnings)
+    return build_corpus(df, columns, name=path.stem, drop_duplicates=drop_duplicates, warnings=warnings,
+                        drop_leaked=drop_leaked)
 
 
 def load_documents(path: str | Path, text_col: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:

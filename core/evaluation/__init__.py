@@ -10,5 +10,9 @@
 - ``ordering``: how well a model orders held-out ranked lists: ``ordering_metrics`` (ordering accuracy, Kendall
   tau), ``ordering_scores``, ``evaluate_lists``.
 - ``sts``: Spearman x 100 of cosine against a pair corpus's gold score: ``sts_spearman``.
+- ``per_class``: per-class P@k, kNN recall and the kNN confusion matrix of an evaluation (``per_class``,
+  ``per_class_frame``, ``confusion_counts``), stored under ``"per_class"`` by ``score``.
+- ``uncertainty``: how sure P@k / S@k are: ``standard_error``, ``bootstrap_mean_ci``, ``target_intervals``
+  (stored under ``"uncertainty"`` by ``score``), ``interval``, ``ERROR_BARS``.
 - ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

@@ -11,13 +11,15 @@ import numpy as np
 from core.data.corpus import Corpus
 from core.errors import UserError
 from core.evaluation.metrics import (
-    knn_accuracy,
+    knn_predict,
     layerwise_knn_accuracy,
     linear_cka,
     linear_probe_accuracy,
     polarity_similarity,
     sample_pool,
 )
+from core.evaluation.per_class import per_class
+from core.evaluation.uncertainty import target_intervals
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
 
@@ -79,7 +81,9 @@ def score(
     ref_train: np.ndarray,
     ref_test: np.ndarray,
 ) -> dict:
-    """All headline metrics from embeddings of `sets.train_rows` and of the test split."""
+    """All headline metrics from embeddings of `sets.train_rows` and of the test split, under "per_class" the
+    per-class figures (core.evaluation.per_class) from the same retrieval and kNN votes, and under "uncertainty" the
+    standard errors and bootstrap CIs of P and S (core.evaluation.uncertainty)."""
     train_labels = sets.train_labels
     ps = polarity_similarity(
         model_test,
@@ -92,10 +96,15 @@ def score(
     )
     knn_x, knn_y = model_train[sets.knn_pos], train_labels[sets.knn_pos]
     out = ps.as_dict()
-    out["knn_accuracy"] = knn_accuracy(knn_x, knn_y, model_test, corpus.test_labels, settings.knn_k, settings.knn_metric)
+    out["uncertainty"] = target_intervals(ps.target_polarity, ps.target_similarity)
+    predicted = knn_predict(knn_x, knn_y, model_test, settings.knn_k, settings.knn_metric)
+    out["knn_accuracy"] = float((predicted == corpus.test_labels).mean())  # as metrics.knn_accuracy
     if settings.linear_probe:
         out["linear_accuracy"] = linear_probe_accuracy(knn_x, knn_y, model_test, corpus.test_labels, settings.seed)
     out["n_knn_train"] = len(sets.knn)
+    names = np.asarray(corpus.classes, dtype=object)
+    out["per_class"] = per_class(names[corpus.test_labels], names[predicted], ps.target_polarity, corpus.classes, ps.k,
+                                 settings.knn_k)
     return out
 
 

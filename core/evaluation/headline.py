@@ -17,8 +17,10 @@ class Metric:
         return value * 100 if self.percent else value
 
     def text(self, value: float, sign: bool = False) -> str:
-        """The value as tables and cards show it: scaled, rounded, with its unit (a signed change with sign)."""
-        return f"{self.shown(value):{'+' if sign else ''}.{self.digits}f}{'%' if self.percent else ''}"
+        """The value as tables and cards show it: scaled, rounded, with its unit. A signed change (sign) of an
+        accuracy is in percentage points: "+1.2 pp", never "+1.2%", which would read as relative."""
+        unit = (" pp" if sign else "%") if self.percent else ""
+        return f"{self.shown(value):{'+' if sign else ''}.{self.digits}f}{unit}"
 
 
 HEADLINE = (

@@ -6,7 +6,7 @@ Pure numpy + FAISS; nothing here runs a model, so every function is cheap to tes
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 
 import faiss
 import numpy as np
@@ -62,9 +62,14 @@ class TradeoffScore:
     k: int
     n_queries: int
     n_pool: int
+    # P and S of each target in [0, 1], for per-class results (core.evaluation.per_class) and the intervals of the
+    # means (core.evaluation.uncertainty); not headline figures
+    target_polarity: np.ndarray = field(repr=False, compare=False)
+    target_similarity: np.ndarray = field(repr=False, compare=False)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The headline figures (JSON-ready); the per-target arrays stay out."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("target_")}
 
 
 def polarity_similarity(
@@ -97,6 +102,8 @@ def polarity_similarity(
         k=k,
         n_queries=len(p),
         n_pool=len(model_pool),
+        target_polarity=p,
+        target_similarity=s,
     )
 
 

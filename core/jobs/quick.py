@@ -58,7 +58,9 @@ def quick_config(base_config: dict, value: float, full: bool = False) -> dict:
 
 
 def find_quick(store: RunStore, config: dict) -> str | None:
-    """A queued, running or finished run of exactly this config (so each value trains once)."""
+    """A queued, running or finished run of exactly this config (so each value trains once); stored configs are
+    completed as TrainConfig completes `config`, so a run saved before the reference was stored resolved still
+    counts."""
     store.reap_orphans()  # a quick run whose worker died must not be waited for forever
     for run in store.list(kind="train", with_losses=False):
         if run.status in (*ACTIVE, "done") and _full_config(run.config) == config:
@@ -66,14 +68,16 @@ def find_quick(store: RunStore, config: dict) -> str | None:
     return None
 
 
-def quick_run(store: RunStore, base_config: dict, value: float, full: bool = False) -> str:
+def quick_run(store: RunStore, base_config: dict, value: float, full: bool = False,
+              corpus_name: str | None = None) -> str:
     """The run id of the quick model for this config and knob value: an existing queued, running or finished
-    one, else a new run started in a worker process (a waiting standby when there is one)."""
+    one, else a new run started in a worker process (a waiting standby when there is one). `corpus_name` is
+    recorded with a new run (RunStore.create)."""
     config = quick_config(base_config, value, full)
     found = find_quick(store, config)
     if found is not None:
         return found
-    run_id = store.create("train", config)
+    run_id = store.create("train", config, corpus_name=corpus_name)
     try:
         launch.start(store, run_id)
     except BaseException:

@@ -9,6 +9,10 @@ standby nobody uses exits after `idle_s()`.
 A standby's state is one marker file, standby/<pid>.<state>, moved between states by rename, which is
 atomic: of two sessions handing over at once, or a hand-over racing the standby's own time-out, exactly
 one rename succeeds. States: warming (importing) -> ready -> taken (a run is being handed over) -> gone.
+
+A standby is detached (its own session, so a run it takes outlives the tab and the server), which also means nothing
+ends it with the server that started it: it watches that process and leaves within a second of it going, unless it
+has been handed a run by then, which it finishes.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +32,7 @@ from core.runs.store import RunStore, pid_alive
 WARM_MODULES = ("core.training.trainer", "core.jobs.sweep", "core.data.mining")
 DEFAULT_IDLE_S = 900.0
 POLL_S = 0.05
+PARENT_POLL_S = 0.5  # how often a standby checks that the process that started it is still there
 RUN_FILE = "{pid}.run"
 
 
@@ -81,7 +87,9 @@ def ensure(store: RunStore) -> int | None:
     if store.any_active():
         return None
     pid = spawn(store, ["--standby"], folder(store) / "standby.log")
-    (folder(store) / f"{pid}.warming").touch()
+    tmp = folder(store) / f".{pid}.warming.tmp"  # whole or not at all: the standby reads it as it may appear
+    tmp.write_text(str(os.getpid()), encoding="utf-8")  # the standby's parent, which it leaves with
+    tmp.rename(folder(store) / f"{pid}.warming")
     return pid
 
 
@@ -114,10 +122,11 @@ def hand_over(store: RunStore, run_id: str) -> int | None:
 def serve(store: RunStore) -> str | None:
     """The body of a standby process: import, say ready, wait for a run id; None when none came in time (or
     the standby was stopped)."""
-    for module in WARM_MODULES:
-        importlib.import_module(module)
     pid, where = os.getpid(), folder(store)
     marker = {state: where / f"{pid}.{state}" for state in ("warming", "ready", "taken", "gone", "run")}
+    _leave_with_parent(marker)
+    for module in WARM_MODULES:
+        importlib.import_module(module)
     try:
         try:
             marker["warming"].rename(marker["ready"])
@@ -135,6 +144,41 @@ def serve(store: RunStore) -> str | None:
     finally:
         for path in marker.values():
             path.unlink(missing_ok=True)
+
+
+def _leave_with_parent(marker: dict[str, Path]) -> None:
+    """End this process once the one that started it (the app's server) is gone, unless a run was handed over by
+    then: an orphaned standby would otherwise hold its ~0.5 GB of imports until idle_s() runs out, and no server is
+    left to hand it a run. Checked from a daemon thread, so it applies while importing too.
+
+    The parent's pid is what `ensure` wrote into the marker (the marker keeps it through every rename). A process
+    whose parent exits is re-parented (to PID 1 or a subreaper), so os.getppid() differs from it from then on, even
+    if the parent was gone before this process looked, and no reuse of the pid can make it match again."""
+
+    def watch() -> None:
+        parent = None
+        while parent is None or os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+            parent = parent or _recorded_parent(marker)
+        if not _retire(marker):  # taken: the run is this process's to finish (or it is retiring on its own)
+            return
+        for path in marker.values():
+            path.unlink(missing_ok=True)
+        print(f"[worker] pid {os.getpid()} left standby unused: pid {parent}, which started it, is gone", flush=True)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="standby-parent", daemon=True).start()
+
+
+def _recorded_parent(marker: dict[str, Path]) -> int | None:
+    """The pid `ensure` recorded in this standby's marker; None while there is none (not written yet, or never: the
+    parent died first, and then the standby finds no marker after its imports and exits)."""
+    for state in ("warming", "ready", "taken", "gone"):
+        try:
+            return int(marker[state].read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # not in this state (or a marker from before pids were recorded)
+            continue
+    return None
 
 
 def _retire(marker: dict[str, Path]) -> bool:

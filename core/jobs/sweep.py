@@ -1,5 +1,6 @@
-"""Margin sweeps: a grid of (recipe, knob value) configurations over one corpus and reference model; the knob is
-each recipe's margin or scale (Recipe.knob), stored under "margins" in the sweep's config.
+"""Margin sweeps: a grid of (recipe, knob value, seed) configurations over one corpus and reference model; the knob
+is each recipe's margin or scale (Recipe.knob), stored under "margins" in the sweep's config, and "seeds" trains
+each (recipe, value) that many times.
 
 Each configuration is its own run (so it can be listed, compared and exported), executed one after another
 inside the sweep's worker: a GPU is not shared well, and mining and the reference evaluation are cached,
@@ -13,29 +14,50 @@ import os
 from core.errors import Cancelled, UserError
 from core.jobs.worker import execute
 from core.runs.store import RunStore
-from core.training.config import TrainConfig, for_recipe
+from core.training.config import GENERAL_PARAMS, TrainConfig, for_recipe
+from core.training.params import Param
 from core.training.recipes import get_recipe
 
+MAX_SEEDS = 20
+# Seeds per configuration: the same settings trained with seeds seed, seed + 1, ..., so the Trade-off page can show
+# how far training alone moves a point (core.analysis.tradeoff.seed_groups).
+SEEDS = Param("seeds", int, 1, "Seeds per configuration", "Train every configuration this many times, with seeds "
+              "seed, seed + 1, ...; the Trade-off page shows them as one point, their mean with the seeds' "
+              f"min–max. At most {MAX_SEEDS}.", low=1, high=MAX_SEEDS, step=1)
 
-def sweep_config(base: dict, recipes: list[str], margins: list[float]) -> dict:
+
+def sweep_config(base: dict, recipes: list[str], margins: list[float], seeds: object = 1) -> dict:
     """Validate every grid point up front so a typo fails before hours of training, not in the middle."""
     if not recipes or not margins:
         raise UserError("A sweep needs at least one recipe and one margin.")
     for recipe in recipes:
         if get_recipe(recipe).knob is None:
             raise UserError(f"{get_recipe(recipe).title} has no margin or scale to sweep.")
-    config = {"base": base, "recipes": list(recipes), "margins": list(margins)}
-    for point in grid(config):
-        TrainConfig.from_dict(point)
+    seeds = SEEDS.parse(seeds)
+    first = _first_seed(base)
+    if first + seeds - 1 > GENERAL_PARAMS["seed"].high:
+        raise UserError(f"{seeds} seeds from seed {first} pass the largest seed, {GENERAL_PARAMS['seed'].high:.0f}; "
+                        "start from a smaller seed.")
+    config = {"base": base, "recipes": list(recipes), "margins": list(margins), "seeds": seeds}
+    grid(config)
     return config
 
 
+def _first_seed(base: dict) -> int:
+    return GENERAL_PARAMS["seed"].parse(base.get("seed", GENERAL_PARAMS["seed"].default))
+
+
 def grid(config: dict) -> list[dict]:
-    """One train config per (recipe, value): the base's settings that apply to the recipe, its knob set."""
+    """One complete train config per (recipe, value, seed): the base's settings that apply to the recipe, its knob
+    set, the seed counted up from the base's, every default filled in and the reference resolved (TrainConfig), as
+    every run stores its config. Sweeps saved before seeds existed train once per point."""
+    first = _first_seed(config["base"])
     return [
-        {**for_recipe(config["base"], recipe), get_recipe(recipe).knob: margin}
+        TrainConfig.from_dict({**for_recipe(config["base"], recipe), get_recipe(recipe).knob: margin,
+                               "seed": first + i}).to_dict()
         for recipe in config["recipes"]
         for margin in config["margins"]
+        for i in range(config.get("seeds", 1))
     ]
 
 
@@ -51,14 +73,16 @@ def run_job(ctx) -> dict:
     """Worker entry point (core.jobs.worker.JOBS['sweep']): train and evaluate each grid point as a child run."""
     store: RunStore = ctx.store
     points = grid(ctx.config)
+    corpus_name = store.get(ctx.run_id).corpus_name  # the children trained on the sweep's corpus
     results = []
     for i, cfg in enumerate(points):
         if ctx.should_stop():
             raise Cancelled()
-        child = store.create("train", cfg, sweep_id=ctx.run_id)
+        child = store.create("train", cfg, sweep_id=ctx.run_id, corpus_name=corpus_name)
         store.claim(child, os.getpid())
         knob = get_recipe(cfg["recipe"]).knob
-        ctx.progress(phase=f"configuration {i + 1}/{len(points)}: {cfg['recipe']} {knob} {cfg[knob]}",
+        ctx.progress(phase=f"configuration {i + 1}/{len(points)}: {cfg['recipe']} {knob} {cfg[knob]}, "
+                           f"seed {cfg['seed']}",
                      step=i, total=len(points), current_run=child)
         execute(store, child)
         run = store.get(child)

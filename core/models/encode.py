@@ -31,7 +31,7 @@ class Encoded:
 
 
 @contextmanager
-def _eager_attention(hf_model: torch.nn.Module, needed: bool) -> Iterator[None]:
+def eager_attention(hf_model: torch.nn.Module, needed: bool = True) -> Iterator[None]:
     """sdpa kernels return no attention probabilities; switch to eager only while they are needed."""
     previous = hf_model.config._attn_implementation
     if needed and previous != "eager":
@@ -126,7 +126,7 @@ def encode(
     toks: list[list[str]] = [None] * n if attentions else []
     tokenizer = model.tokenizer
     try:
-        with _eager_attention(model[0].auto_model, attentions):
+        with eager_attention(model[0].auto_model, attentions):
             for start in range(0, n, batch_size):
                 rows = order[start : start + batch_size]
                 feats, out = _forward(model, [texts[i] for i in rows], layers, attentions)

@@ -1,5 +1,6 @@
 """Export a finished run: the sentence-transformers model directory (with its card) and a zip of it,
-the run config as YAML and JSON, and embeddings as Parquet and NumPy."""
+the run config as YAML and JSON, and embeddings as Parquet and NumPy and as the TSV pair (vectors, metadata) that
+the TensorBoard embedding projector loads."""
 
 from __future__ import annotations
 
@@ -52,6 +53,30 @@ def write_config(config: dict, dest: Path) -> list[Path]:
     return [dest / "config.yaml", dest / "config.json"]
 
 
+PROJECTOR_FILES = ("embeddings.tsv", "metadata.tsv")
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_field(value: object) -> str:
+    """A metadata cell the projector reads back as one cell: it splits rows at newlines and cells at tabs, and
+    knows no quoting, so those (and carriage returns, and the backslash that escapes them) are written as \\n, \\t,
+    \\r and \\\\."""
+    return str(value).translate(_TSV_ESCAPES)
+
+
+def write_projector(frame: pd.DataFrame, emb: np.ndarray, dest: Path) -> list[Path]:
+    """embeddings.tsv (one row of tab-separated floats per text, no header) and metadata.tsv (a header row, then one
+    row per text of frame's columns: text, label where there is one, split) for the TensorBoard embedding projector
+    (projector.tensorflow.org, "Load"). With two or more columns the projector takes the first row as the header."""
+    vectors, metadata = dest / PROJECTOR_FILES[0], dest / PROJECTOR_FILES[1]
+    np.savetxt(vectors, emb, fmt="%.6g", delimiter="\t")
+    with metadata.open("w", encoding="utf-8", newline="\n") as out:
+        out.write("\t".join(map(tsv_field, frame.columns)) + "\n")
+        for row in frame.itertuples(index=False):
+            out.write("\t".join(map(tsv_field, row)) + "\n")
+    return [vectors, metadata]
+
+
 def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
     """Embeddings of the texts a run is evaluated on, from the cache when possible: a labelled corpus's test split
     and train sample (with labels), a pair corpus's target pairs' texts, a list corpus's target lists' members."""
@@ -70,11 +95,11 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
         parts = [list(dict.fromkeys(members))]
         columns = {"split": [corpus.target_split] * len(parts[0])}
     texts = [text for part in parts for text in part]
-    emb = np.concatenate([encode_cached(model, part, progress=progress) for part in parts])
-    frame = pd.DataFrame({"text": texts, **columns, "embedding": list(emb.astype(np.float32))})
-    frame.to_parquet(dest / "embeddings.parquet", index=False)
-    np.save(dest / "embeddings.npy", emb.astype(np.float32))
-    return [dest / "embeddings.parquet", dest / "embeddings.npy"]
+    emb = np.concatenate([encode_cached(model, part, progress=progress) for part in parts]).astype(np.float32)
+    meta = pd.DataFrame({"text": texts, **columns})
+    meta.assign(embedding=list(emb)).to_parquet(dest / "embeddings.parquet", index=False)
+    np.save(dest / "embeddings.npy", emb)
+    return [dest / "embeddings.parquet", dest / "embeddings.npy", *write_projector(meta, emb, dest)]
 
 
 def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bool = True, progress=None) -> dict:
@@ -98,7 +123,7 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
             if embeddings:
                 cfg = run.config
                 corpus = load_any(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
-                                  split_col=cfg.get("split_col"))
+                                  split_col=cfg.get("split_col"), drop_leaked=cfg.get("drop_leaked", False))
                 write_embeddings(load_model(str(model_dir), "cpu"), corpus, staging, progress)
             shutil.make_archive(str(staging / "model"), "zip", root_dir=staging, base_dir="model")
             staging.rename(final)

@@ -1,4 +1,4 @@
-"""How a run is named wherever it appears: pickers, legends, tables, the sidebar, trade-off points.
+"""How a run is named wherever it appears: pickers, legends, tables, filters, the sidebar, trade-off points.
 
 One home, so every page names a run the same way; what a recipe's knob is called (margin, scale) and its
 default come from the recipe registry, never from a copy.
@@ -6,10 +6,16 @@ default come from the recipe registry, never from a copy.
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Collection, Iterable
+from pathlib import Path
 
 from core.runs.store import Run
+from core.storage import corpora_dir
 from core.training.recipes import RECIPES
+
+_SAVED_COPY = re.compile(r"[0-9a-f]{16}")  # data.corpus.persist_table's content-hash file names
 
 
 def knob_value(config: dict) -> float | None:
@@ -34,6 +40,52 @@ def recipe_text(run: Run) -> str:
     if run.kind == "sweep":
         return ", ".join(run.config.get("recipes", []))
     return str(run.config.get("recipe", ""))
+
+
+def recipes_of(run: Run) -> list[str]:
+    """The recipes a run trained with: one, or a sweep's several."""
+    return list(run.config.get("recipes", [])) if run.kind == "sweep" else [str(run.config.get("recipe", ""))]
+
+
+def corpus_path(run: Run) -> str | None:
+    """The corpus file a run trained on (a sweep: its base config's), as saved in its config."""
+    config = run.config.get("base", {}) if run.kind == "sweep" else run.config
+    corpus = config.get("corpus") if isinstance(config, dict) else None
+    return str(corpus) if corpus else None
+
+
+def corpus_names(runs: Iterable[Run]) -> dict[str, str]:
+    """A readable name for each corpus file the runs trained on: the name a run recorded for it (the newest; an
+    upload's file name), else the file's stem, or 'saved table <hash>' for an unnamed saved copy of an upload. Two
+    files that would share a name are told apart by their hash or path, so a filter never merges two corpora."""
+    recorded: dict[str, str] = {}
+    for run in sorted(runs, key=lambda r: r.created, reverse=True):
+        path = corpus_path(run)
+        if path is not None and not recorded.get(path):  # unseen, or seen only without a name so far
+            recorded[path] = run.corpus_name or ""
+    names = {path: name or (f"saved table {_saved_hash(path)}" if _saved_hash(path) else Path(path).stem or path)
+             for path, name in recorded.items()}
+    shared = {name for name in names.values() if list(names.values()).count(name) > 1}
+    return {path: f"{name} ({_saved_hash(path) or path})" if name in shared else name for path, name in names.items()}
+
+
+def _saved_hash(path: str) -> str | None:
+    """The start of the content hash of a saved copy of an upload (data.corpus.persist_table); None for another
+    file."""
+    file = Path(path)
+    if file.parent.name == corpora_dir().name and _SAVED_COPY.fullmatch(file.stem):
+        return file.stem[:8]
+    return None
+
+
+def select_runs(runs: Iterable[Run], recipes: Collection[str] = (), corpora: Collection[str] = (),
+                tags: Collection[str] = ()) -> list[Run]:
+    """The runs that match every filter given, an empty filter matching all: one of the recipes (a sweep by any of
+    its own), one of the corpus files, one of the tags."""
+    return [run for run in runs
+            if (not recipes or set(recipes_of(run)) & set(recipes))
+            and (not corpora or corpus_path(run) in corpora)
+            and (not tags or set(run.tags) & set(tags))]
 
 
 def knob_text(run: Run) -> str:

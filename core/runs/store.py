@@ -1,4 +1,5 @@
-"""Run store: every run's config, status, timings, progress, curves, metrics and artefacts.
+"""Run store: every run's config, status, timings, progress, curves, metrics and artefacts, and the user's note
+and tags on it.
 
 One SQLite file (`<root>/runs.sqlite`) shared by the Streamlit app, the CLI and the detached
 worker processes, so a run survives the browser tab that started it. WAL mode lets readers go on
@@ -19,9 +20,10 @@ import shutil
 import signal
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,10 @@ _ANY_PID = object()  # _finish: no condition on which process owns the run
 # SQLite's primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF) that a user can act on.
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 3, 5, 6, 8, 10, 11, 13, 14, 26
 _LOW_SPACE = 1 << 20  # an I/O error with less free space than this is a full disk
+NOTE_MAX = 5_000  # characters of a run's note: a paragraph or two, not a lab notebook
+TAG_MAX = 40  # characters of one tag
+TAGS_MAX = 20  # tags on one run
+_INVISIBLE = ("Cc", "Cf", "Cs", "Co", "Cn")  # control, format (zero-width), surrogate, private and unassigned
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -57,7 +63,10 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     pid INTEGER,
     sweep_id TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    note TEXT NOT NULL DEFAULT '',
+    tags TEXT NOT NULL DEFAULT '[]',
+    corpus_name TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
 CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id);
@@ -78,6 +87,13 @@ CREATE TABLE IF NOT EXISTS exits (
     at REAL NOT NULL
 );
 """
+# Columns added after the first release: a database made before gets them on opening (ALTER TABLE ADD COLUMN, in
+# the same write transaction as the schema, so two processes opening it at once add each column once).
+_ADDED_COLUMNS = {
+    "note": "TEXT NOT NULL DEFAULT ''",
+    "tags": "TEXT NOT NULL DEFAULT '[]'",
+    "corpus_name": "TEXT",
+}
 
 
 @dataclass
@@ -101,6 +117,9 @@ class Run:
     pid: int | None
     sweep_id: str | None
     cancel_requested: bool
+    note: str = ""
+    tags: list[str] = field(default_factory=list)
+    corpus_name: str | None = None  # the corpus as the user named it (an upload's file name); None: not recorded
 
     @property
     def active(self) -> bool:
@@ -155,6 +174,41 @@ def _dumps(obj: Any) -> str | None:
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def clean_note(note: object) -> str:
+    """A run's note as stored: text with surrounding whitespace trimmed, at most NOTE_MAX characters (a longer one is
+    refused, not cut, so nothing the user wrote is silently lost)."""
+    if not isinstance(note, str):
+        raise UserError(f"A note must be text, got {type(note).__name__}.")
+    note = note.strip()
+    if len(note) > NOTE_MAX:
+        raise UserError(f"A note holds at most {NOTE_MAX:,} characters; this one has {len(note):,}. Shorten it and "
+                        "save again.")
+    return note
+
+
+def clean_tags(tags: str | Iterable[object]) -> list[str]:
+    """Tags as stored: text split at commas (so "a, b" is two tags), Unicode-normalised (NFKC), invisible characters
+    (controls, zero-width) removed, runs of whitespace made one space; empty ones dropped and repeats (ignoring case)
+    kept once, in their first spelling. A tag over TAG_MAX characters or more than TAGS_MAX tags is refused."""
+    items = [tags] if isinstance(tags, str) else list(tags)
+    odd = [t for t in items if not isinstance(t, str)]
+    if odd:
+        raise UserError(f"Tags must be text, got {type(odd[0]).__name__} {shorten(odd[0])}.")
+    cleaned: dict[str, str] = {}
+    for part in (p for item in items for p in item.split(",")):
+        text = "".join(" " if c.isspace() else c for c in unicodedata.normalize("NFKC", part)
+                       if c.isspace() or unicodedata.category(c) not in _INVISIBLE)
+        tag = " ".join(text.split())
+        if len(tag) > TAG_MAX:
+            raise UserError(f"The tag '{shorten(tag, TAG_MAX)}' has {len(tag)} characters; a tag holds at most "
+                            f"{TAG_MAX}. Put longer text in the note.")
+        if tag:
+            cleaned.setdefault(tag.casefold(), tag)
+    if len(cleaned) > TAGS_MAX:
+        raise UserError(f"A run takes at most {TAGS_MAX} tags; got {len(cleaned)}.")
+    return list(cleaned.values())
 
 
 def _new_id() -> str:
@@ -260,9 +314,15 @@ class RunStore:
             con = self._connect()
             try:
                 con.execute("PRAGMA journal_mode = WAL")  # persistent: stored in the file itself
-                con.executescript(f"BEGIN IMMEDIATE;\n{_SCHEMA}\nCOMMIT;")
             finally:
                 con.close()
+        with self._tx() as con:  # executescript would commit first, so one statement at a time
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                con.execute(statement)
+            have = {row["name"] for row in con.execute("PRAGMA table_info(runs)")}
+            for name, spec in _ADDED_COLUMNS.items():
+                if name not in have:
+                    con.execute(f"ALTER TABLE runs ADD COLUMN {name} {spec}")
 
     @contextmanager
     def _tx(self, write: bool = True) -> Iterator[sqlite3.Connection]:
@@ -297,9 +357,10 @@ class RunStore:
 
     # -- create / read / delete ---------------------------------------------------------------
 
-    def create(self, kind: str, config: dict, sweep_id: str | None = None) -> str:
+    def create(self, kind: str, config: dict, sweep_id: str | None = None, corpus_name: str | None = None) -> str:
         """A new queued run; its folder exists from the start so a worker can log into it (and is removed again
-        when the row cannot be written: a busy or full database leaves no stray folder)."""
+        when the row cannot be written: a busy or full database leaves no stray folder). `corpus_name` is the
+        corpus as the user knows it, where the config names only a saved copy (an upload's content-hash file)."""
         run_id = _new_id()
         folder = self.run_dir(run_id)
         try:
@@ -309,8 +370,9 @@ class RunStore:
         try:
             with self._tx() as con:
                 con.execute(
-                    "INSERT INTO runs (id, kind, status, created, config, sweep_id) VALUES (?, ?, 'queued', ?, ?, ?)",
-                    (run_id, kind, time.time(), _dumps(config), sweep_id),
+                    "INSERT INTO runs (id, kind, status, created, config, sweep_id, corpus_name) "
+                    "VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                    (run_id, kind, time.time(), _dumps(config), sweep_id, corpus_name or None),
                 )
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
@@ -356,6 +418,7 @@ class RunStore:
                 metrics_after=_loads(row["metrics_after"]), history=history.get(row["id"], []),
                 losses=losses.get(row["id"], []), artefacts=_loads(row["artefacts"]), error=row["error"],
                 pid=row["pid"], sweep_id=row["sweep_id"], cancel_requested=bool(row["cancel_requested"]),
+                note=row["note"], tags=_loads(row["tags"]), corpus_name=row["corpus_name"],
             )
             for row in rows
         ]
@@ -369,6 +432,21 @@ class RunStore:
             and run.progress.get("summary", {}).get("corpus", {}).get("fingerprint") == corpus_fingerprint
             and bool(run.artefacts.get("model")) and Path(run.artefacts["model"]).is_dir()
         ]
+
+    def annotate(self, run_id: str, note: object = None, tags: str | Iterable[object] | None = None) -> None:
+        """Set a run's note and/or tags (None leaves one as it is), checked and cleaned by clean_note / clean_tags;
+        any run, finished or not, can be annotated."""
+        updates = {}
+        if note is not None:
+            updates["note"] = clean_note(note)
+        if tags is not None:
+            updates["tags"] = _dumps(clean_tags(tags))
+        if not updates:
+            return
+        with self._tx() as con:
+            self._row(con, run_id)  # a deleted run is named, not silently skipped
+            con.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in updates)} WHERE id = ?",
+                        (*updates.values(), run_id))
 
     def any_active(self) -> bool:
         """True while some run is queued or running (one cheap query, for per-rerun checks)."""

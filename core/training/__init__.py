@@ -20,7 +20,10 @@
 - ``config``: ``TrainConfig``, the general settings ``GENERAL`` and the one validation of a run's settings.
 - ``trainer``: freezing, pooling, the sentence-transformers trainer with progress / cancel, before / after
   evaluation: ``run_training``, ``make_trainer``, ``freeze``.
+- ``eta``: the whole-run ETA of a training run (remaining steps, the evaluations still to come, saving) from
+  what the run measured: ``RunEta``, ``EncodeShare``, ``save_seconds``.
 - ``top_layers``: training only the top n layers from the frozen part's cached output (the quick margin point's
   fast path): ``top_layers_view``, ``split_layer``, ``TopLayers``, ``supports_top_layers``, ``SUPPORTED``.
-- ``card``: the ContrastLab section of the saved model card: ``contrastlab_card_section``.
+- ``card``: the saved model card, led by what the run did, with sentence-transformers' card data filled:
+  ``save_with_card``, ``fill_card_data``, ``contrastlab_card_section``.
 """

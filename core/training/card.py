@@ -1,31 +1,73 @@
-"""The ContrastLab section of an exported model card: what a reader needs to judge and reproduce the run."""
+"""The saved model's card: sentence-transformers' own card, filled in with what the run knows (its name, the corpus
+as the training dataset's name, tags) and led by what a reader needs to judge and reproduce the run: base model,
+corpus, recipe and settings, the headline metrics before and after, and how to load the model.
+
+Why lead with it: sentence-transformers' card is mostly generic (architecture, every trainer argument, widget
+examples); ContrastLab's summary appended at its end sat ~450 lines down, below a dataset called "Unknown".
+"""
 
 from __future__ import annotations
 
-from core.evaluation.headline import HEADLINE
+import math
+import re
+from pathlib import Path
+
+from huggingface_hub.repocard import REGEX_YAML_BLOCK
+
+from core.evaluation.headline import HEADLINE, Metric
+from core.models.ata import ATAPooling
 from core.training.config import TrainConfig
 from core.training.recipes import get_recipe
 
-
-def _fmt(value) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.3f}" if abs(value) <= 1 else f"{value:.1f}"
+CLASSES_SHOWN = 12  # a corpus with more classes lists the first ones and a count
 
 
-def _corpus_text(summary: dict) -> str:
-    """What a corpus summary (core.data Corpus, PairCorpus or ListCorpus .summary()) holds, in a few words."""
-    target = summary.get("target_split", "test")
-    if summary.get("kind") == "lists":
-        return f"{summary['lists_train']} train lists, {summary['lists_test']} {target} lists"
-    rows = f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
-    return rows if summary.get("kind") == "pairs" else f"{rows}, {summary.get('n_classes', '?')} classes"
+def save_with_card(model, path: Path, cfg: TrainConfig, result: dict) -> None:
+    """Save `model` as a sentence-transformers directory whose README leads with the run (`result` as
+    core.training.trainer.run_training returns it). Only README.md differs from a plain `model.save(path)`."""
+    fill_card_data(model.model_card_data, cfg, result)
+    model.save(str(path))
+    readme = path / "README.md"
+    card = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    ata = any(isinstance(module, ATAPooling) for module in model)  # chosen for this run, or the base model's own
+    readme.write_text(lead_with(card, contrastlab_card_section(cfg, result, ata)), encoding="utf-8")
+
+
+def fill_card_data(data, cfg: TrainConfig, result: dict) -> None:
+    """What sentence-transformers' card data (SentenceTransformerModelCardData) cannot know: the model's name, the
+    training dataset's name (the trainer records only its size, columns and samples, so the card says "Unknown"),
+    the base model's Hub id where the run names one, and ContrastLab's tags. Nothing is looked up on the Hub: the
+    card is written offline like everything else."""
+    data.local_files_only = True  # else saving asks the Hub about every guess at a base model id
+    name = _code(corpus_name(cfg, result))  # the template puts names into Markdown as they are
+    data.model_name = f"{_code(_model_label(cfg.model))} fine-tuned with ContrastLab on {name}"
+    for dataset in data.train_datasets:  # one per training dataset the trainer saw; its statistics stay
+        dataset["name"] = name
+    if _hub_id(cfg.model) and not data.base_model:
+        data.base_model = cfg.model  # links the card to it on the Hub; a local directory has no such id
+    data.add_tags(["contrastlab", f"contrastlab-recipe:{cfg.recipe}"])
+
+
+def lead_with(card: str, section: str) -> str:
+    """`card` with `section` right below its title (after the YAML front matter and the first `# ` heading); on top
+    of the body when it has no title."""
+    match = REGEX_YAML_BLOCK.search(card)
+    front, body = (card[:match.end()], card[match.end():]) if match else ("", card)
+    title = re.search(r"^# .*$", body, flags=re.MULTILINE)
+    at = title.end() if title else 0
+    parts = ((front + body[:at]).rstrip("\n"), section.strip(), body[at:].strip())
+    return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def corpus_name(cfg: TrainConfig, result: dict) -> str:
+    """The corpus as the run's result names it (core.data Corpus.summary()), else the file's stem."""
+    return str(result.get("corpus", {}).get("name") or Path(cfg.corpus).stem)
 
 
 def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = None) -> str:
-    """Markdown appended to sentence-transformers' own card (which already covers loss and trainer args). `ata`: the
-    saved model pools with ATA (default: the run chose ATA pooling; a base model that already pools with ATA and
-    keeps its own pooling also needs the ATA loading line)."""
+    """The run in Markdown: what it started from, trained on and with, what it changed, how to load and reproduce
+    it. `ata`: the saved model pools with ATA (default: the run chose ATA pooling; a base model that already pools
+    with ATA and keeps its own pooling also needs the ATA loading line)."""
     recipe = get_recipe(cfg.recipe)
     corpus = result.get("corpus", {})
     before, after = result.get("before", {}), result.get("after", {})
@@ -35,9 +77,9 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     lines = [
         "## ContrastLab fine-tuning",
         "",
-        f"- **Base model:** `{cfg.model}`",
-        f"- **Reference model (mining, S@k):** `{cfg.reference or cfg.model}`",
-        f"- **Corpus:** `{cfg.corpus}` — {_corpus_text(corpus)}",
+        f"- **Base model:** {_code(cfg.model)}",
+        f"- **Reference model (mining, S@k):** {_code(cfg.reference or cfg.model)}",
+        f"- **Corpus:** {_code(corpus_name(cfg, result))}: {_corpus_text(corpus)}",
         f"- **Recipe:** {recipe.title} (`{cfg.recipe}`)"
         + (f", {knob.label.lower()} = {settings[knob.name]}" if knob else ""),
     ]
@@ -47,22 +89,70 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     others = [f"`{name}` = {value}" for name, value in settings.items() if knob is None or name != knob.name]
     if others:
         lines.append(f"- **Recipe settings:** {', '.join(others)}")
+    examples = result.get("examples", {})
     lines += [
-        f"- **Examples:** {result.get('examples', {}).get('examples', '?')} "
-        f"({result.get('examples', {}).get('format', recipe.example_format)})",
+        f"- **Examples:** {examples.get('examples', '?')} ({examples.get('format', recipe.example_format)})",
         f"- **Training:** {cfg.epochs} epoch(s), batch {cfg.batch_size}, lr {cfg.lr}, warm-up ratio "
         f"{cfg.warmup_ratio}, seed {cfg.seed}, pooling {cfg.pooling}, frozen: "
         + (f"all but the top {cfg.top_layers} layer(s), trained from the frozen part's cached output"
            if cfg.top_layers else f"{'embeddings + ' if cfg.freeze_embeddings else ''}{cfg.freeze_layers} layer(s)"),
         "",
-        f"| metric (k = {k}) | before | after |",
-        "|---|---|---|",
+        f"| metric (k = {k}) | before | after | change |",
+        "|---|---|---|---|",
     ]
     for metric in HEADLINE:
         if metric.key in before or metric.key in after:
-            lines.append(f"| {metric.long} | {_fmt(before.get(metric.key))} | {_fmt(after.get(metric.key))} |")
-    lines += ["", f"{_load_text(cfg.pooling == 'ata' if ata is None else ata)} Reproduce with `python -m core train --config contrastlab_config.json`.", ""]
+            was, now = before.get(metric.key), after.get(metric.key)
+            change = _shown(metric, now - was, sign=True) if _finite(was) and _finite(now) else "–"
+            lines.append(f"| {metric.long} | {_shown(metric, was)} | {_shown(metric, now)} | {change} |")
+    ata = cfg.pooling == "ata" if ata is None else ata
+    lines += ["", _load_text(ata), "", *_load_code(ata), "",
+              "Reproduce with `python -m core train --config contrastlab_config.json` (the run's settings, saved "
+              "beside this card).", ""]
     return "\n".join(lines)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _shown(metric: Metric, value: object, sign: bool = False) -> str:
+    """A metric's value as the app's tables show it (unit, digits), "–" where the run has none."""
+    return metric.text(value, sign=sign) if _finite(value) else "–"
+
+
+def _code(text: object) -> str:
+    """`text` as a Markdown code span, so a name holding Markdown or HTML shows as written: the fence is one backtick
+    longer than any run inside, padded where the text starts or ends with one."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if not text or text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _model_label(model: str) -> str:
+    """A model path shortened to its folder name (a card's title); packaged names and Hub ids unchanged."""
+    return Path(model).name if Path(model).expanduser().is_dir() else model
+
+
+def _hub_id(model: str) -> bool:
+    """Whether `model` reads as a Hub id (owner/name) rather than a local directory or a packaged name."""
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", model) is not None and not Path(model).expanduser().exists()
+
+
+def _corpus_text(summary: dict) -> str:
+    """What a corpus summary (core.data Corpus, PairCorpus or ListCorpus .summary()) holds, in a few words: its size
+    and, for a labelled corpus, its classes."""
+    target = summary.get("target_split", "test")
+    if summary.get("kind") == "lists":
+        return f"{summary['lists_train']} train lists, {summary['lists_test']} {target} lists"
+    rows = f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
+    if summary.get("kind") == "pairs":
+        return rows
+    classes = [str(c) for c in summary.get("classes", [])]
+    shown = ", ".join(map(_code, classes[:CLASSES_SHOWN]))
+    more = f", … (+{len(classes) - CLASSES_SHOWN})" if len(classes) > CLASSES_SHOWN else ""
+    return f"{rows}, {summary.get('n_classes', len(classes) or '?')} classes" + (f" ({shown}{more})" if shown else "")
 
 
 def _load_text(ata: bool) -> str:
@@ -75,3 +165,12 @@ def _load_text(ata: bool) -> str:
             "`core` package importable, no `trust_remote_code` needed: ATA pooling is ContrastLab code, which a plain "
             "`SentenceTransformer(path)` refuses and `SentenceTransformer(path, trust_remote_code=True)` loads only "
             "where `core` is importable too.")
+
+
+def _load_code(ata: bool) -> list[str]:
+    """The loading line as a snippet to copy, `path` being this folder."""
+    load = (["from core.models.ata import load_allowing_ata", "", 'model = load_allowing_ata("path/to/this/folder")']
+            if ata else
+            ["from sentence_transformers import SentenceTransformer", "",
+             'model = SentenceTransformer("path/to/this/folder")'])
+    return ["```python", *load, 'embeddings = model.encode(["A first sentence.", "A second one."])', "```"]

@@ -22,6 +22,8 @@ GENERAL: tuple[Param, ...] = (
     Param("text_col", str, None, "Text column", "Detected when not given.", optional=True),
     Param("label_col", str, None, "Label column", "Detected when not given.", optional=True),
     Param("split_col", str, None, "Split column", "Detected when not given.", optional=True),
+    Param("drop_leaked", bool, False, "Drop leaked test texts", "Drop the test texts that are also training texts "
+          "(exact, after trimming spaces) from the test split of a labelled corpus."),
     Param("model", str, DEFAULT_MODEL, "Model", "Local directory, packaged name or hub id."),
     Param("reference", str, None, "Reference model", "Frozen model for mining and S@k (default: the base model).",
           optional=True),
@@ -49,7 +51,8 @@ GENERAL: tuple[Param, ...] = (
           "pooling (see docs/definitions.md, ATA pooling).", choices=POOLINGS),
     Param("precision", str, "auto", "Precision", "fp16 / bf16 apply on a CUDA GPU only.", choices=PRECISIONS),
     Param("eval_every", int, 0, "Evaluate every n steps (0 = off)", "P@k, S@k and kNN during training: the "
-          "evaluation curve. Each evaluation encodes the test and pool texts.", low=0, high=10**6),
+          "evaluation curve. Each evaluation encodes the test and pool texts; the last step's point is the evaluation "
+          "after training.", low=0, high=10**6),
     Param("eval_k", int, 16, "k", "Retrieval depth of P@k / S@k.", low=1, high=1000),
     Param("sts_corpus", str, None, "STS corpus", "A pair corpus (text1, text2, score) whose STS Spearman is reported "
           "before and after as well, e.g. what a labelled run did to general similarity.", optional=True),
@@ -93,6 +96,7 @@ def _checked(data: dict) -> dict:
         raise UserError("The config needs a 'corpus' path.")
     checked = {p.name: p.parse(data.get(p.name, general_default(p.name, recipe))) for p in GENERAL}
     checked["recipe"] = recipe.name
+    checked["reference"] = checked["reference"] or checked["model"]  # stored resolved: see resolved()
     _check_frozen(checked["freeze_layers"], checked["top_layers"], checked["model"])
     return checked | {p.name: p.parse(data.get(p.name, p.default)) for p in recipe.params}
 
@@ -110,6 +114,17 @@ def _check_frozen(first_layers: int, top_layers: int, model: str) -> None:
     if layers is not None and top_layers > layers:
         raise UserError(f"top_layers must be at most {layers}, the number of layers of model {shorten(model, 80)}, "
                         f"got {top_layers}")
+
+
+def resolved(config: dict) -> dict:
+    """A stored train config as it trained: defaults filled in and the reference resolved to the model, so a run
+    saved before either was stored (or by a path that left them out) compares with today's runs without spurious
+    differences. A config that no longer validates (its model gone, a GPU missing) keeps its own keys, with only
+    the reference resolved."""
+    try:
+        return TrainConfig.from_dict(config).to_dict()
+    except UserError:
+        return {**config, "reference": config.get("reference") or config.get("model")}
 
 
 class TrainConfig:

@@ -1,4 +1,4 @@
-"""Fine-tuning with sentence-transformers' own trainer: freezing, pooling, progress/cancel callbacks,
+"""Fine-tuning with sentence-transformers' own trainer: freezing, pooling, progress / whole-run ETA / cancel callbacks,
 before/after evaluation and an atomically saved model. The config is core.training.config's; examples, loss,
 batch sampler and extra callbacks come from the run's recipe."""
 
@@ -30,10 +30,11 @@ from core.evaluation.evaluate import EvalSettings, eval_sets, evaluate
 from core.evaluation.evaluator import TradeoffEvaluator
 from core.evaluation.ordering import evaluate_lists, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, sts_spearman
-from core.models.ata import ATAPooling, build_ata_model
+from core.models.ata import build_ata_model
 from core.models.loading import load_model
-from core.training.card import contrastlab_card_section
+from core.training.card import save_with_card
 from core.training.config import TrainConfig
+from core.training.eta import EncodeShare, RunEta, save_seconds
 from core.training.recipes import get_recipe
 from core.training.top_layers import split_layer, top_layers_view
 
@@ -94,38 +95,79 @@ def _precision_args(precision: str, device: str) -> dict:
 # --- training --------------------------------------------------------------------------------
 
 
-def _callback(reporter: Reporter):
-    class ReportCallback(TrainerCallback):
-        """Progress, ETA, loss and cancel: checked after every optimiser step."""
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
 
-        def __init__(self) -> None:
-            self.t0 = time.monotonic()
-            self.examples_per_step = 0
 
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.t0 = time.monotonic()
-            self.examples_per_step = args.per_device_train_batch_size * max(1, args.gradient_accumulation_steps)
+class _SkipFinalEvaluation(TrainerCallback):
+    """transformers evaluates the last step whether or not eval_steps divides it; the evaluation after training scores
+    that same model in full (STS and lists too) and is logged at that step, so the trainer's own would repeat it."""
 
-        def on_step_end(self, args, state, control, **kwargs):
-            elapsed = time.monotonic() - self.t0
-            step, total = state.global_step, state.max_steps
-            rate = step / elapsed if elapsed > 0 else 0.0
-            reporter.progress(phase="training", step=step, total=total, elapsed_s=round(elapsed, 2),
-                              eta_s=round((total - step) / rate, 1) if rate else None,
-                              examples_per_s=round(rate * self.examples_per_step, 1))
-            if reporter.should_stop():
-                control.should_training_stop = True
-            return control
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps:
+            control.should_evaluate = False
+        return control
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                reporter.log_loss(state.global_step, float(logs["loss"]))
-            evals = {k.removeprefix("eval_"): v for k, v in (logs or {}).items()
-                     if k.startswith("eval_") and not k.endswith(("runtime", "per_second"))}
-            if any(k in evals for k in ("polarity", "knn_accuracy")):
-                reporter.log_eval({"step": state.global_step, **evals})
 
-    return ReportCallback()
+class _ReportCallback(TrainerCallback):
+    """Progress, whole-run ETA, loss, evaluation points and cancel: checked after every optimiser step. The time
+    in-training evaluations take is kept apart, so the step rate (and examples/s) is training's own."""
+
+    def __init__(self, reporter: Reporter, eta: RunEta) -> None:
+        self.reporter, self.eta = reporter, eta
+        self.t0 = time.monotonic()
+        self.examples_per_step = 0
+        self.eval_s = 0.0  # seconds spent in in-training evaluations
+        self.eval_t0: float | None = None  # when the one under way began
+        self.share = EncodeShare(0)
+        self.step = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.t0 = time.monotonic()
+        self.examples_per_step = args.per_device_train_batch_size * max(1, args.gradient_accumulation_steps)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        elapsed = time.monotonic() - self.t0
+        self.step = step = state.global_step
+        train_s = elapsed - self.eval_s
+        if self.reporter.should_stop():
+            control.should_training_stop = True
+            control.should_evaluate = False  # a cancelled run keeps nothing, so stop at once
+            self.eta.cancel()
+        rate = step / train_s if train_s > 0 else 0.0
+        self.reporter.progress(phase="training", step=step, total=state.max_steps, unit="steps",
+                               elapsed_s=round(elapsed, 2), eta_s=_rounded(self.eta.training(step, train_s)),
+                               examples_per_s=round(rate * self.examples_per_step, 1))
+        if control.should_evaluate:
+            self.eval_t0, self.share = time.monotonic(), EncodeShare(self.eta.eval_texts)
+            self.reporter.progress(phase=f"evaluating at step {step}", step=0, total=self.share.total or None,
+                                   unit="texts", eta_s=_rounded(self.eta.evaluating(step, 0.0, 0.0)))
+        return control
+
+    def evaluation_progress(self, name: str, done: int, total: int) -> None:
+        """The in-training evaluator's encode progress: the ETA counts down through the evaluation."""
+        if self.eval_t0 is None:
+            return
+        fraction = self.share.update(name, done, total)
+        left = self.eta.evaluating(self.step, time.monotonic() - self.eval_t0, fraction)
+        self.reporter.progress(step=self.share.done, total=self.share.total, eta_s=_rounded(left))
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        if self.eval_t0 is not None:
+            seconds = time.monotonic() - self.eval_t0
+            self.eval_s += seconds
+            self.eta.add_evaluation(seconds)
+            self.eval_t0 = None
+            self.reporter.progress(phase="training", step=state.global_step, total=state.max_steps, unit="steps",
+                                   eta_s=_rounded(self.eta.after_step(state.global_step)))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            self.reporter.log_loss(state.global_step, float(logs["loss"]))
+        evals = {k.removeprefix("eval_"): v for k, v in (logs or {}).items()
+                 if k.startswith("eval_") and not k.endswith(("runtime", "per_second"))}
+        if any(k in evals for k in ("polarity", "knn_accuracy")):
+            self.reporter.log_eval({"step": state.global_step, **evals})
 
 
 def total_steps(cfg: TrainConfig, n_examples: int) -> int:
@@ -134,9 +176,10 @@ def total_steps(cfg: TrainConfig, n_examples: int) -> int:
 
 
 def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter: Reporter | None,
-                 evaluator=None):
-    """A plain SentenceTransformerTrainer; our additions are the progress callback, the recipe's batch sampler
-    and callbacks, and an evaluator."""
+                 evaluator: TradeoffEvaluator | None = None, eta: RunEta | None = None):
+    """A plain SentenceTransformerTrainer; our additions are the progress callback (its whole-run ETA from `eta`,
+    else from the steps alone), the recipe's batch sampler and callbacks, and an evaluator that skips the last step
+    and reports its encoding to the progress callback."""
     recipe = get_recipe(cfg.recipe)
     total = total_steps(cfg, len(dataset))
     eval_args = {}
@@ -161,7 +204,13 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
         **_precision_args(cfg.precision, str(model.device)),
         **eval_args,
     )
-    callbacks = [*([_callback(reporter)] if reporter is not None else []), *recipe.callbacks(cfg, loss)]
+    callbacks: list[TrainerCallback] = [_SkipFinalEvaluation()] if eval_args else []
+    if reporter is not None:
+        report = _ReportCallback(reporter, eta or RunEta(total, cfg.eval_every if eval_args else 0))
+        callbacks.append(report)
+        if eval_args:
+            evaluator.progress = report.evaluation_progress
+    callbacks += recipe.callbacks(cfg, loss)
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
                                          evaluator=evaluator if eval_args else None, callbacks=callbacks)
     trainer.remove_callback(PrinterCallback)  # it prints log dicts to stdout, where the CLI prints results
@@ -209,8 +258,37 @@ def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset
                                                                    step=d, total=t))
 
 
-def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
-    """Evaluate the base model, train, evaluate again, save the model to work_dir/'model'.
+def _scores(metrics: dict) -> dict:
+    """An evaluation's figures as an evaluation-history point holds them: the numbers, as the in-training
+    evaluator's are (no model name, counts or per-class tables)."""
+    return {k: v for k, v in metrics.items() if isinstance(v, float)}
+
+
+def _run_eta(cfg: TrainConfig, model, corpus, settings: EvalSettings, dataset, before_s: float,
+             before_passes: int) -> RunEta:
+    """The run's ETA model (core.training.eta) from what it measured before training. Only a labelled corpus's
+    evaluation reads the embedding cache, so any other before-evaluation encoded once. With top_layers the
+    before-evaluation ran the whole model while the later ones run only its top layers, so it says nothing about
+    them and only the rate training measures counts."""
+    labelled = isinstance(corpus, Corpus)
+    text_columns = sum(getattr(f, "dtype", None) in ("string", "large_string") for f in dataset.features.values())
+    return RunEta(
+        total_steps=total_steps(cfg, len(dataset)), eval_every=cfg.eval_every,
+        before_s=0.0 if cfg.top_layers else before_s,
+        before_passes=0 if cfg.top_layers else before_passes if labelled else 1,
+        eval_texts=len(eval_sets(corpus, settings).train_texts) + len(corpus.test_texts) if labelled else 0,
+        texts_per_step=cfg.batch_size * text_columns,
+        save_s=save_seconds(sum(p.numel() * p.element_size() for p in model.parameters())),
+    )
+
+
+def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_name: str | None = None) -> dict:
+    """Evaluate the base model, train, evaluate again, save the model to work_dir/'model'. `corpus_name`: the corpus
+    as the user named it (an upload's file name) for the model card, where cfg.corpus is a content-hash copy.
+
+    The evaluation history (reporter.log_eval) spans the run: the before-evaluation at step 0, the in-training ones,
+    and the after-evaluation at the last step, where the trainer does not evaluate. From the first step on, eta_s
+    is the whole run's time left (core.training.eta).
 
     The caller renames work_dir into place only when this returns, so a failed or cancelled run leaves
     nothing exportable. Raises Cancelled when the reporter asked to stop.
@@ -219,12 +297,13 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
 
-    def phase(name: str):
+    def phase(name: str, eta_s: float | None = None):
         # progress fields merge, so clear the previous phase's counters
-        reporter.progress(phase=name, step=None, total=None, eta_s=None)
+        reporter.progress(phase=name, step=None, total=None, unit=None, eta_s=eta_s)
 
     phase("loading corpus and models")
-    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col)
+    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
+                      drop_leaked=cfg.drop_leaked)
     sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
     recipe.check_corpus(cfg, corpus)
     if cfg.eval_every > 0 and corpus.kind != "labelled":
@@ -237,18 +316,24 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
     reference.requires_grad_(False)
     settings = EvalSettings(k=cfg.eval_k)
 
-    def enc_progress(label):
-        return lambda name, done, total: reporter.progress(phase=f"{label}: {name}", step=done, total=total)
-
     lists = None
     if recipe.lists is not None:
         phase("building lists")
         lists = recipe.lists(cfg, corpus, reference, lambda d, t: reporter.progress(phase="lists: encoding", step=d,
                                                                                    total=t))
     base_is_reference = (cfg.reference or cfg.model) == cfg.model
+    encoded: set[str] = set()  # the models the before-evaluation encoded (not read from the embedding cache)
+
+    def before_progress(name: str, done: int, total: int) -> None:
+        encoded.add(name.split(":")[0])
+        reporter.progress(phase=f"evaluating before: {name}", step=done, total=total)
+
+    t_before = time.monotonic()
     before = _evaluate(reference if base_is_reference else model, reference, corpus, settings,
-                       progress=enc_progress("evaluating before"), model_name=cfg.model, sts=sts, lists=lists)
+                       progress=before_progress, model_name=cfg.model, sts=sts, lists=lists)
+    before_s = time.monotonic() - t_before
     reporter.progress(metrics_before=before)
+    reporter.log_eval({"step": 0, **_scores(before)})
     timings["evaluate_before_s"] = time.monotonic() - t0
 
     t1 = time.monotonic()
@@ -271,7 +356,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
         timings["frozen_states_s"] = time.monotonic() - t_states
         loss = recipe.build_loss(model, cfg)
         evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
-        trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator)
+        eta = _run_eta(cfg, model, corpus, settings, dataset, before_s, len(encoded))
+        trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta)
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
         t2 = time.monotonic()
         train_out = trainer.train()
@@ -281,9 +367,18 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
             raise Cancelled()
 
         t3 = time.monotonic()
-        after = _evaluate(model, reference, corpus, settings, progress=enc_progress("evaluating after"),
+        share = EncodeShare(eta.eval_texts)
+
+        def after_progress(name: str, done: int, total: int) -> None:
+            share.update(name, done, total)
+            reporter.progress(step=share.done, total=share.total, unit="texts",
+                              eta_s=_rounded(eta.final(time.monotonic() - t3, share.fraction)))
+
+        phase("evaluating after training", _rounded(eta.final(0.0, 0.0)))
+        after = _evaluate(model, reference, corpus, settings, progress=after_progress,
                           model_name=f"{cfg.model} + {cfg.recipe}", sts=sts, lists=lists)
         timings["evaluate_after_s"] = time.monotonic() - t3
+        reporter.log_eval({"step": int(train_out.global_step), **_scores(after)})
     result = {
         "before": before,
         "after": after,
@@ -292,21 +387,18 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path) -> dict:
         "train_loss": float(train_out.training_loss),
         "steps": int(train_out.global_step),
         "timings": {k: round(v, 2) for k, v in timings.items()},
-        "corpus": corpus.summary(),
+        "corpus": {**corpus.summary(), **({"name": corpus_name} if corpus_name else {})},
         **({"lists": lists.summary()} if lists is not None and lists is not corpus else {}),
     }
-    phase("saving model")
+    phase("saving the model", _rounded(eta.saving(0.0)))
     save_model(model, work_dir / "model", cfg, result)
     return result
 
 
 def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
-    """Save as a sentence-transformers directory, with our section appended to its model card."""
-    model.save(str(path))
-    readme = path / "README.md"
-    existing = readme.read_text(encoding="utf-8") if readme.exists() else ""
-    ata = any(isinstance(module, ATAPooling) for module in model)  # chosen for this run, or the base model's own
-    readme.write_text(existing.rstrip() + "\n\n" + contrastlab_card_section(cfg, result, ata), encoding="utf-8")
+    """Save as a sentence-transformers directory whose model card leads with the run (core.training.card), with the
+    run's config beside it."""
+    save_with_card(model, path, cfg, result)
     (path / "contrastlab_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
 
 
@@ -314,7 +406,7 @@ def run_job(ctx) -> dict:
     """Worker entry point (core.jobs.worker.JOBS['train']): train into the run's temp dir, then publish."""
     cfg = TrainConfig.from_dict(ctx.config)
     work = ctx.tmp_dir()
-    result = run_training(cfg, ctx, work)
+    result = run_training(cfg, ctx, work, corpus_name=ctx.store.get(ctx.run_id).corpus_name)
     ctx.store.set_metrics_before(ctx.run_id, result["before"])
     ctx.progress(phase="done", summary={k: v for k, v in result.items() if k not in ("before", "after")})
     ctx.commit_artefact("model", work / "model")

@@ -1,0 +1,160 @@
+"""How long a training run has left, as a whole: its remaining steps, the evaluations still to come and saving the
+model, each from what this run measured. Pure arithmetic (durations in, seconds out), so it is tested without a
+clock; core.training.trainer feeds it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+# A training step runs its texts forward and backward; the backward pass costs about two forward passes, so an
+# evaluation's forward-only encoding of a text costs about a third of what that text costs in a training step.
+FORWARD_BACKWARD = 3.0
+SAVE_BYTES_PER_S = 150e6  # a modest disk's write rate: the weights dominate what saving writes
+SAVE_FIXED_S = 0.5  # tokenizer files, config and model card
+
+
+def save_seconds(weight_bytes: int) -> float:
+    """Expected seconds to save a model whose weights take `weight_bytes`: saving is writing them once."""
+    return SAVE_FIXED_S + max(weight_bytes, 0) / SAVE_BYTES_PER_S
+
+
+def _finite(value: float) -> float:
+    """A measured duration or share as a usable number: non-finite or negative counts as nothing measured."""
+    return value if math.isfinite(value) and value > 0 else 0.0
+
+
+@dataclass
+class RunEta:
+    """Seconds until a training run is done, in every phase after training starts.
+
+    The rest of training is the remaining steps at the seconds per step measured so far, evaluations excluded, and
+    counted from the first step on once there is a second: the first carries one-off set-up (allocations, lazy
+    initialisation) that the rest will not. The evaluations to come are the in-training ones (every `eval_every`
+    steps, never at the last step: the evaluation after training scores that model) and the one after training.
+    One evaluation takes:
+    - the mean duration of the in-training evaluations measured in this run, once there is one: the after-evaluation
+      encodes the same texts with the same model;
+    - before that, the before-evaluation's duration per model it encoded (`before_passes`: 1, or 2 when a separate
+      reference was encoded too): it encoded and scored the same texts with a model of the same architecture;
+    - when the before-evaluation was served from the embedding cache (`before_passes` 0), its duration is the
+      scoring alone, and the encoding is added at the rate training measured: a step encodes `texts_per_step` texts
+      forward and backward (FORWARD_BACKWARD forward passes' worth), so `eval_texts` texts take
+      eval_texts / texts_per_step * step_s / FORWARD_BACKWARD. Evaluation batches are larger and padded less than
+      training's, so if anything this errs long.
+    Saving takes `save_s` (save_seconds). After cancel() nothing more runs, so every estimate is 0.
+    """
+
+    total_steps: int
+    eval_every: int = 0
+    before_s: float = 0.0
+    before_passes: int = 1
+    eval_texts: int = 0
+    texts_per_step: int = 0
+    save_s: float = 0.0
+    evaluations: list[float] = field(default_factory=list)  # durations of the in-training evaluations so far
+    step_s: float | None = None  # seconds per training step, evaluations excluded (the latest measurement)
+    cancelled: bool = False
+    first: tuple[int, float] | None = None  # (step, training seconds) at the first measurement
+
+    def add_evaluation(self, seconds: float) -> None:
+        """Record an in-training evaluation's duration."""
+        self.evaluations.append(_finite(seconds))
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def evaluation_s(self) -> float:
+        """Expected seconds of one evaluation (see the class docstring)."""
+        if self.evaluations:
+            return sum(self.evaluations) / len(self.evaluations)
+        before = _finite(self.before_s)
+        if self.before_passes > 0:
+            return before / self.before_passes
+        if self.step_s is None or self.texts_per_step <= 0:
+            return before
+        return before + self.eval_texts / self.texts_per_step * self.step_s / FORWARD_BACKWARD
+
+    def evaluations_left(self, step: int) -> int:
+        """In-training evaluations after `step`: one at each multiple of eval_every below the last step."""
+        if self.eval_every <= 0:
+            return 0
+        step = min(max(step, 0), self.total_steps)
+        return max(0, (self.total_steps - 1) // self.eval_every - step // self.eval_every)
+
+    def after_step(self, step: int) -> float:
+        """Seconds after `step` is done (and its own evaluation, if any): the remaining steps, the in-training
+        evaluations after it, the evaluation after training and saving."""
+        if self.cancelled:
+            return 0.0
+        step = min(max(step, 0), self.total_steps)
+        steps = (self.total_steps - step) * (self.step_s or 0.0)
+        return steps + (self.evaluations_left(step) + 1) * self.evaluation_s() + _finite(self.save_s)
+
+    def training(self, step: int, train_s: float) -> float | None:
+        """Seconds left once `step` steps took `train_s` seconds of training (evaluations excluded); None before
+        the first step is measured."""
+        if self.cancelled:
+            return 0.0
+        train_s = _finite(train_s)
+        if step <= 0 or train_s == 0.0:
+            return None
+        if self.first is None or step <= self.first[0]:
+            self.first = (step, train_s)
+            self.step_s = train_s / step
+        elif train_s > self.first[1]:
+            self.step_s = (train_s - self.first[1]) / (step - self.first[0])
+        return self.after_step(step)
+
+    def evaluating(self, step: int, elapsed_s: float, fraction: float) -> float | None:
+        """Seconds left during the in-training evaluation at `step`, `elapsed_s` into it, `fraction` of its texts
+        encoded; None while no step time is known."""
+        if self.cancelled:
+            return 0.0
+        if self.step_s is None:
+            return None
+        return self._rest(elapsed_s, fraction) + self.after_step(step)
+
+    def final(self, elapsed_s: float, fraction: float) -> float:
+        """Seconds left during the evaluation after training: the rest of it and saving."""
+        if self.cancelled:
+            return 0.0
+        return self._rest(elapsed_s, fraction) + _finite(self.save_s)
+
+    def saving(self, elapsed_s: float) -> float:
+        return 0.0 if self.cancelled else max(_finite(self.save_s) - _finite(elapsed_s), 0.0)
+
+    def _rest(self, elapsed_s: float, fraction: float) -> float:
+        """The rest of an evaluation under way: the estimate's unfinished share, or, when it runs slower than
+        estimated, the unfinished share at its own measured pace."""
+        expected, elapsed = self.evaluation_s(), _finite(elapsed_s)
+        share = min(_finite(fraction), 1.0)
+        if share == 0.0:
+            return max(expected - elapsed, 0.0)
+        return max(expected * (1 - share), elapsed * (1 - share) / share)
+
+
+class EncodeShare:
+    """The share of an evaluation's texts encoded so far, from its encode progress calls (phase name, done, total):
+    done summed over the phases, out of `texts` (what one evaluation encodes) or the phases' totals where larger."""
+
+    def __init__(self, texts: int) -> None:
+        self.texts = max(texts, 0)
+        self._done: dict[str, int] = {}
+        self._total: dict[str, int] = {}
+
+    def update(self, name: str, done: int, total: int) -> float:
+        self._done[name], self._total[name] = done, total
+        return self.fraction
+
+    @property
+    def done(self) -> int:
+        return sum(self._done.values())
+
+    @property
+    def total(self) -> int:
+        return max(self.texts, sum(self._total.values()))
+
+    @property
+    def fraction(self) -> float:
+        return min(self.done / self.total, 1.0) if self.total else 0.0

@@ -1,0 +1,254 @@
+"""The whole-run ETA (core.training.eta) with made-up durations, and a tiny real run: its evaluation history spans
+the run (step 0 to the last step, each once), the trainer never repeats the after-evaluation, and every phase after
+the first step reports the time left."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from core.errors import Cancelled
+from core.evaluation.evaluator import TradeoffEvaluator
+from core.runs.store import Run
+from core.training import trainer
+from core.training.config import TrainConfig
+from core.training.eta import FORWARD_BACKWARD, EncodeShare, RunEta, save_seconds
+from core.training.trainer import run_training
+from tests.test_mgh import labelled_csv
+from tests.test_sts import pair_table
+from ui.run_panel import progress_text
+
+
+def steps_left(eta: RunEta, step_s: float) -> list[float]:
+    """The ETA after each step of a run whose steps take step_s, no evaluation under way."""
+    return [eta.training(step, step * step_s) for step in range(1, eta.total_steps + 1)]
+
+
+# --- the estimate ---------------------------------------------------------------------------------------------------
+
+
+def test_the_benchmark_case_counts_the_evaluation_after_training():
+    """At step 2 of 12 with 167 s of training left, an 80 s after-evaluation and a 1 s save, the run has 248 s left;
+    the old ETA said 168 s (training only)."""
+    eta = RunEta(total_steps=12, before_s=80.0, save_s=1.0)
+    assert eta.training(1, 16.7) is not None
+    assert eta.training(2, 33.4) == pytest.approx(10 * 16.7 + 80 + 1)
+
+
+def test_counts_down_step_by_step_to_the_final_evaluation_and_save():
+    eta = RunEta(total_steps=10, before_s=5.0, save_s=1.0)
+    left = steps_left(eta, 2.0)
+    assert all(a > b for a, b in zip(left, left[1:]))
+    assert left[0] == pytest.approx(9 * 2 + 5 + 1) and left[-1] == pytest.approx(5 + 1)
+
+
+def test_in_training_evaluations_are_counted_and_none_at_the_last_step():
+    eta = RunEta(total_steps=12, eval_every=4, before_s=10.0, save_s=0.0)
+    assert [eta.evaluations_left(s) for s in (0, 2, 4, 7, 8, 11, 12)] == [2, 2, 1, 1, 0, 0, 0]
+    assert eta.training(2, 2.0) == pytest.approx(10 * 1 + (2 + 1) * 10)  # at 4 and 8, then after training
+    divides = RunEta(total_steps=12, eval_every=3)
+    assert [divides.evaluations_left(s) for s in (0, 3, 9)] == [3, 2, 0]  # 3, 6, 9; not 12
+
+
+def test_a_measured_evaluation_replaces_the_estimate_and_counts_down_while_it_runs():
+    eta = RunEta(total_steps=12, eval_every=4, before_s=10.0, save_s=1.0)
+    eta.training(4, 4.0)
+    at_start = eta.evaluating(4, 0.0, 0.0)
+    assert at_start == pytest.approx(10 + 8 * 1 + 2 * 10 + 1)  # this one, the rest, one at 8, after, save
+    halfway = eta.evaluating(4, 5.0, 0.5)
+    assert halfway == pytest.approx(at_start - 5)
+    slower = eta.evaluating(4, 10.0, 0.5)  # half done in the whole estimate: the other half takes as long
+    assert slower == pytest.approx(at_start)
+    eta.add_evaluation(20.0)
+    assert eta.evaluation_s() == 20.0 and eta.training(5, 5.0) == pytest.approx(7 + 2 * 20 + 1)
+
+
+def test_the_evaluation_after_training_counts_down_from_its_encoding_then_saving():
+    eta = RunEta(total_steps=4, before_s=8.0, save_s=2.0)
+    shown = [eta.final(elapsed, share) for elapsed, share in ((0, 0), (2, 0.25), (4, 0.5), (8, 1.0))]
+    assert shown == pytest.approx([10, 8, 6, 2])
+    assert eta.saving(0.0) == 2.0 and eta.saving(1.5) == 0.5 and eta.saving(5.0) == 0.0
+
+
+def test_the_first_step_set_up_is_left_out_of_the_step_rate():
+    eta = RunEta(total_steps=10)
+    assert eta.training(1, 10.0) == pytest.approx(9 * 10.0)  # one step: all there is
+    assert eta.training(2, 11.0) == pytest.approx(8 * 1.0)  # later steps take 1 s
+
+
+def test_a_cached_before_evaluation_adds_the_encoding_at_the_training_rate():
+    """Served from the embedding cache, the before-evaluation timed only the scoring; a training step of 32 texts
+    taking 3 s encodes, forward only, 32 texts a second, so 320 texts take 10 s."""
+    eta = RunEta(total_steps=5, before_s=2.0, before_passes=0, eval_texts=320, texts_per_step=32)
+    assert eta.evaluation_s() == 2.0  # no step measured yet
+    eta.training(1, 3.0)
+    assert eta.evaluation_s() == pytest.approx(2.0 + 320 / 32 * 3.0 / FORWARD_BACKWARD)
+
+
+def test_a_before_evaluation_of_two_models_counts_per_model():
+    assert RunEta(total_steps=5, before_s=12.0, before_passes=2).evaluation_s() == 6.0
+
+
+def test_without_in_training_evaluation_only_the_final_one_counts():
+    eta = RunEta(total_steps=10, eval_every=0, before_s=3.0)
+    assert [eta.evaluations_left(s) for s in (0, 5, 10)] == [0, 0, 0]
+    assert eta.training(5, 5.0) == pytest.approx(5 + 3)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, -5.0])
+def test_never_negative_nor_non_finite(bad):
+    eta = RunEta(total_steps=10, eval_every=3, before_s=bad, save_s=bad)
+    eta.add_evaluation(bad)
+    assert eta.training(0, 1.0) is None and eta.training(3, bad) is None
+    eta.training(3, 3.0)
+    values = [eta.training(step, 3.0 + step) for step in (4, 10, 50)]
+    values += [eta.evaluating(6, bad, bad), eta.evaluating(6, 1e9, 0.0), eta.final(bad, bad), eta.final(1e9, 2.0),
+               eta.final(1e9, 0.0), eta.saving(bad), eta.saving(1e9)]
+    assert all(math.isfinite(v) and v >= 0 for v in values), values
+
+
+def test_before_the_first_step_there_is_no_estimate():
+    eta = RunEta(total_steps=10, eval_every=2)
+    assert eta.training(0, 0.0) is None and eta.evaluating(0, 0.0, 0.0) is None
+
+
+def test_a_cancelled_run_has_nothing_left():
+    eta = RunEta(total_steps=100, eval_every=10, before_s=30.0, save_s=2.0)
+    assert eta.training(5, 5.0) > 100
+    eta.cancel()
+    assert [eta.training(6, 6.0), eta.evaluating(6, 1.0, 0.5), eta.final(1.0, 0.5), eta.saving(0.0)] == [0] * 4
+
+
+def test_saving_time_grows_with_the_weights():
+    assert 0 < save_seconds(0) < save_seconds(90_000_000) < save_seconds(1_300_000_000)
+    assert save_seconds(-1) == save_seconds(0)
+
+
+def test_encode_share_sums_the_phases_of_one_evaluation():
+    share = EncodeShare(100)
+    assert share.fraction == 0.0
+    assert share.update("encoding train sample", 40, 80) == pytest.approx(0.4)
+    assert share.update("encoding train sample", 80, 80) == pytest.approx(0.8)
+    assert share.update("encoding test", 20, 20) == 1.0 and (share.done, share.total) == (100, 100)
+    unknown = EncodeShare(0)  # texts not known up front: the phases' own totals
+    assert unknown.update("target lists", 3, 12) == pytest.approx(0.25) and unknown.total == 12
+
+
+# --- the run panel's words ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("progress", "text"), [
+    ({"phase": "training", "step": 12, "total": 32, "unit": "steps", "eta_s": 200.0, "examples_per_s": 45.2},
+     "training: 12 / 32 steps · about 3 min left · 45 examples/s"),
+    ({"phase": "evaluating at step 40", "step": 300, "total": 829, "unit": "texts", "eta_s": 61.0},
+     "evaluating at step 40: 300 / 829 texts · about 61 s left"),
+    ({"phase": "evaluating after training", "step": None, "total": None, "unit": None, "eta_s": 12.4},
+     "evaluating after training · about 12 s left"),
+    ({"phase": "saving the model", "step": None, "total": None, "unit": None, "eta_s": 0.2},
+     "saving the model · about 1 s left"),
+    ({"phase": "evaluating before: model: encoding train sample", "step": 64, "total": 746, "eta_s": None},
+     "evaluating before: model: encoding train sample: 64 / 746"),
+], ids=["training", "evaluating", "after", "saving", "before"])
+def test_the_panel_names_the_phase_and_the_time_left_in_every_phase_that_has_one(progress, text):
+    run = Run(id="r", kind="train", status="running", created=0.0, started=0.0, finished=None, config={},
+              progress=progress, metrics_before=None, metrics_after=None, history=[], losses=[], artefacts={},
+              error=None, pid=1, sweep_id=None, cancel_requested=False)
+    assert progress_text(run)[1] == text
+
+
+# --- a tiny real run ------------------------------------------------------------------------------------------------
+
+
+class Recorder:
+    """A Reporter keeping every progress report (with the fields merged, as the run store does) and history point,
+    and asking to stop once step `stop_after` was reported (the trainer asks after each step, so it stops after the
+    next one)."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.fields: dict = {}
+        self.reports: list[dict] = []
+        self.history: list[dict] = []
+        self.stop_after = stop_after
+
+    def progress(self, **fields) -> None:
+        self.fields.update(fields)
+        self.reports.append(dict(self.fields))
+
+    def should_stop(self) -> bool:
+        return self.stop_after is not None and self.fields.get("phase") == "training" \
+            and self.fields["step"] >= self.stop_after
+
+    def log_loss(self, step: int, loss: float) -> None:
+        pass
+
+    def log_eval(self, point: dict) -> None:
+        self.history.append(point)
+
+
+@pytest.fixture
+def counted(monkeypatch) -> dict[str, int]:
+    """How often the trainer evaluates in training and run_training evaluates around it."""
+    counts = {"in_training": 0, "around": 0}
+    call, evaluate = TradeoffEvaluator.__call__, trainer._evaluate
+
+    def in_training(self, *args, **kwargs):
+        counts["in_training"] += 1
+        return call(self, *args, **kwargs)
+
+    def around(*args, **kwargs):
+        counts["around"] += 1
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(TradeoffEvaluator, "__call__", in_training)
+    monkeypatch.setattr(trainer, "_evaluate", around)
+    return counts
+
+
+def tiny_config(tmp_path, tiny_model_dir, **kw) -> TrainConfig:
+    """8 steps of 4 triplets on 72 labelled texts."""
+    return TrainConfig(corpus=str(labelled_csv(tmp_path)), model=str(tiny_model_dir), recipe="triplet", examples=32,
+                       batch_size=4, threshold=-1.0, device="cpu", **kw)
+
+
+@pytest.mark.parametrize(("eval_every", "in_training"), [(4, [4]), (3, [3, 6])], ids=["divides", "does_not"])
+def test_history_spans_the_run_and_the_last_step_is_evaluated_once(tmp_path, tiny_model_dir, counted, eval_every,
+                                                                   in_training):
+    pairs = tmp_path / "sts.csv"
+    pair_table(n_test=12).to_csv(pairs, index=False)
+    reporter = Recorder()
+    result = run_training(tiny_config(tmp_path, tiny_model_dir, eval_every=eval_every, sts_corpus=str(pairs)),
+                          reporter, tmp_path / "work")
+    assert result["steps"] == 8
+    assert [p["step"] for p in reporter.history] == [0, *in_training, 8]
+    assert counted == {"in_training": len(in_training), "around": 2}  # before and after; never the trainer at 8
+    first, last = reporter.history[0], reporter.history[-1]
+    for key in ("polarity", "similarity", "knn_accuracy", "linear_accuracy", "sts_spearman"):
+        assert first[key] == result["before"][key] and last[key] == result["after"][key]  # metrics_after complete
+    assert all(isinstance(v, float) for p in reporter.history for k, v in p.items() if k != "step")
+
+    after_start = [r for r in reporter.reports if r["phase"] != "training" and r.get("eta_s") is not None]
+    phases = [r["phase"] for r in after_start]
+    assert {f"evaluating at step {s}" for s in in_training} | {"evaluating after training", "saving the model"} \
+        <= set(phases)
+    started = next(i for i, r in enumerate(reporter.reports) if r["phase"] == "training")
+    later = reporter.reports[started:]
+    assert all(r["eta_s"] is not None and r["eta_s"] >= 0 for r in later)  # every phase from the first step on
+    evaluating = [r for r in later if r["phase"] == "evaluating after training" and r.get("step")]
+    assert evaluating[-1]["step"] == evaluating[-1]["total"] and evaluating[-1]["unit"] == "texts"
+
+
+def test_without_in_training_evaluation_the_history_is_before_and_after(tmp_path, tiny_model_dir, counted):
+    reporter = Recorder()
+    run_training(tiny_config(tmp_path, tiny_model_dir, eval_every=0), reporter, tmp_path / "work")
+    assert [p["step"] for p in reporter.history] == [0, 8]
+    assert counted == {"in_training": 0, "around": 2}
+
+
+def test_a_cancel_at_an_evaluation_step_stops_without_evaluating(tmp_path, tiny_model_dir, counted):
+    reporter = Recorder(stop_after=3)  # so it stops at step 4, where it would evaluate
+    with pytest.raises(Cancelled):
+        run_training(tiny_config(tmp_path, tiny_model_dir, eval_every=4), reporter, tmp_path / "work")
+    assert [p["step"] for p in reporter.history] == [0]
+    assert counted == {"in_training": 0, "around": 1}
+    assert reporter.fields["eta_s"] == 0 and not (tmp_path / "work" / "model").exists()

@@ -1,0 +1,95 @@
+"""A pre-warmed worker dies with the process that started it (the app's server), whether still importing or ready,
+while one that was handed a run finishes that run: real processes, the standby's parent a short-lived Python."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core.jobs import launch, standby
+from core.runs.store import RunStore, pid_alive
+from core.storage import REPO_ROOT
+from tests.test_standby import IMPORT_TIMEOUT_S
+
+EXIT_TIMEOUT_S = 30  # generous for 2 busy cores; the standby checks its parent twice a second
+# The stand-in for the server: starts a standby for each store root it is given, prints their pids, and exits when
+# its stdin closes.
+PARENT = """
+import sys
+from core.jobs import launch, standby
+from core.runs.store import RunStore
+for root in sys.argv[1:]:
+    print(standby.ensure(RunStore(root)), flush=True)
+sys.stdin.read()
+"""
+
+
+def _wait(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _start_parent(*args: str) -> tuple[subprocess.Popen, list[int]]:
+    env = {**os.environ, "CONTRASTLAB_STANDBY_S": "600", "PYTHONPATH": str(REPO_ROOT)}  # idle time-out: not soon
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, *args], cwd=REPO_ROOT, env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return parent, [int(parent.stdout.readline()) for _ in args]
+
+
+def _end(parent: subprocess.Popen) -> None:
+    parent.stdin.close()
+    assert parent.wait(timeout=30) == 0
+
+
+def _markers(store: RunStore) -> list[str]:
+    return sorted(p.name for p in standby.folder(store).iterdir() if p.name != "standby.log")
+
+
+@pytest.fixture
+def stores(tmp_path) -> list[RunStore]:
+    made = [RunStore(tmp_path / name) for name in ("a", "b")]
+    yield made
+    for store in made:
+        standby.stop_all(store)
+
+
+def _log(store: RunStore) -> str:
+    return (standby.folder(store) / "standby.log").read_text()
+
+
+def test_a_standby_still_importing_exits_when_its_parent_dies(stores):
+    store = stores[0]
+    parent, (pid,) = _start_parent(str(store.root))
+    assert pid_alive(pid) and (standby.folder(store) / f"{pid}.warming").exists()
+    _end(parent)
+    _wait(lambda: not pid_alive(pid), EXIT_TIMEOUT_S, "the orphaned standby to exit")
+    assert _markers(store) == []
+    assert f"pid {pid} left standby unused: pid {parent.pid}, which started it, is gone" in _log(store)
+    assert standby.hand_over(store, store.create("wait", {})) is None  # nothing left to hand a run to
+
+
+def test_a_ready_standby_exits_with_its_parent_but_one_running_a_job_finishes_it(stores):
+    idle, busy = stores
+    parent, pids = _start_parent(str(idle.root), str(busy.root))
+    for store, pid in zip(stores, pids):
+        _wait(lambda: (standby.folder(store) / f"{pid}.ready").exists(), IMPORT_TIMEOUT_S, "a ready standby")
+    idle_pid, busy_pid = pids
+    run_id = busy.create("wait", {"steps": 40, "step_s": 0.1})  # ~4 s once running
+    assert launch.start(busy, run_id) == busy_pid
+    _wait(lambda: busy.get(run_id).status == "running", 30, "the handed-over run to start")
+
+    _end(parent)
+    _wait(lambda: not pid_alive(idle_pid), EXIT_TIMEOUT_S, "the orphaned ready standby to exit")
+    assert _markers(idle) == [] and "which started it, is gone" in _log(idle)
+    _wait(lambda: busy.get(run_id).status != "running", 120, "the run to end")
+    run = busy.get(run_id)
+    assert (run.status, run.pid) == ("done", busy_pid) and Path(run.artefacts["result"]).is_file()
+    assert "which started it, is gone" not in _log(busy)
