@@ -63,9 +63,11 @@ def hover(page, trace: int) -> str:
         const t = gd.data[i];
         return [box.left + l._size.l + l.xaxis.l2p(t.x[0]), box.top + l._size.t + l.yaxis.l2p(t.y[0])];
     }""", trace)
+    label = page.locator(".hoverlayer .hovertext")
+    page.mouse.move(0, 0)  # off the plot: the previous point's label goes first, so it is never read for this one
+    label.first.wait_for(state="detached", timeout=10_000)
     page.mouse.move(x - 30, y - 30)
     page.mouse.move(x, y)
-    label = page.locator(".hoverlayer .hovertext")
     label.wait_for(timeout=10_000)
     return label.text_content()
 
