@@ -159,6 +159,14 @@ def test_home_and_corpus_evaluation(server, page):
     page.locator('[data-testid="stMetricLabel"]', has_text="Linear probe accuracy").wait_for()
     wait_idle(page)
     assert page.get_by_role("heading", name="Corpus", exact=True).is_visible()
+    # Per class: the table, the small-class warning (the demo corpus has a class with 19 test texts) and the kNN
+    # confusion matrix drawn as a heatmap with one row (true label) and one column (voted label) per class.
+    page.get_by_text("Few test texts:").wait_for()
+    page.locator(".js-plotly-plot .gtitle", has_text="kNN confusion matrix").wait_for()
+    heatmap = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+        .map(gd => gd.data.find(t => t.type === 'heatmap')).filter(Boolean)
+        .map(t => [t.y.length, t.x.length])""")
+    assert [4, 4] in heatmap, heatmap
     assert_no_errors(page)
     screenshot(page, "corpus.png")
 
