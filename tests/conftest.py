@@ -77,17 +77,27 @@ def train_tiny_run(home: Path, model_dir: Path, **settings) -> str:
     """A finished train run on the demo corpus with the tiny model (32 examples, one epoch), executed in this
     process into `home`; `settings` override the TrainConfig fields. For pages that need a run to show."""
     from core.data.corpus import demo_corpus_path
-    from core.jobs import worker
-    from core.runs.store import RunStore
     from core.training.config import TrainConfig
 
     cfg = TrainConfig(**{"corpus": str(demo_corpus_path()), "model": str(model_dir), "examples": 32,
                          "batch_size": 16, "epochs": 1, "threshold": 0.0, "device": "cpu", **settings})
+    (run_id,) = train_runs(home, [cfg.to_dict()])
+    return run_id
+
+
+def train_runs(home: Path, configs: list[dict], corpus_name: str | None = None) -> list[str]:
+    """Each train config run to the end in this process into `home`'s run store; their ids, in order."""
+    from core.jobs import worker
+    from core.runs.store import RunStore
+
+    ids = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CONTRASTLAB_HOME", str(home))
         store = RunStore(home)
-        run_id = store.create("train", cfg.to_dict())
-        worker.execute(store, run_id)
-        run = store.get(run_id)
-    assert run.status == "done", run.error
-    return run_id
+        for config in configs:
+            run_id = store.create("train", config, corpus_name=corpus_name)
+            worker.execute(store, run_id)
+            run = store.get(run_id)
+            assert run.status == "done", run.error
+            ids.append(run_id)
+    return ids

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-import core.jobs.worker
 from core.data.corpus import demo_corpus_path
 from core.jobs.quick import quick_config
-from core.runs.store import RunStore
 from core.training.config import TrainConfig
 from tests import test_browser
+from tests.conftest import train_runs
 from tests.test_browser import SCREENSHOTS, assert_no_errors, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -26,18 +25,11 @@ METRICS = ["P@k", "S@k", "kNN accuracy", "Linear probe"]
 
 def finished_runs(home, model_dir) -> list[str]:
     """A Train-page run and a quick run on the demo corpus, trained in this process into the server's home."""
-    store = RunStore(home)
     corpus = str(demo_corpus_path())
     configs = [TrainConfig(corpus=corpus, model=str(model_dir), reference=str(model_dir), examples=32,
                            batch_size=16).to_dict(),
                quick_config({"corpus": corpus, "model": str(model_dir)}, 0.5)]
-    ids = []
-    for config in configs:
-        run_id = store.create("train", config, corpus_name="demo_corpus")
-        core.jobs.worker.execute(store, run_id)
-        assert store.get(run_id).status == "done", store.get(run_id).error
-        ids.append(run_id)
-    return ids
+    return train_runs(home, configs, corpus_name="demo_corpus")
 
 
 def table_cells(page) -> list[list[dict]]:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-import core.jobs.worker
 from core.data.corpus import demo_corpus_path
 from core.jobs.quick import quick_config
 from core.jobs.sweep import grid, sweep_config
-from core.runs.store import RunStore
 from tests import test_browser
+from tests.conftest import train_runs
 from tests.test_browser import SCREENSHOTS, assert_no_errors, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -26,18 +25,11 @@ LABELS = ["reference", "triplet m0.1 · 2 seeds", "triplet m0.5 (quick)"]
 def finished_runs(home, model_dir) -> list[str]:
     """Two seeds of a tiny triplet run (a sweep's grid) and a quick run, trained in this process into the server's
     home."""
-    store = RunStore(home)
     corpus = str(demo_corpus_path())
     base = {"corpus": corpus, "model": str(model_dir), "recipe": "triplet", "examples": 32, "batch_size": 16,
             "lr": 5e-3}  # a random tiny model barely moves at the default rate: these runs land apart
     configs = [*grid(sweep_config(base, ["triplet"], [0.1], seeds=2)), quick_config(base, 0.5)]
-    ids = []
-    for config in configs:
-        run_id = store.create("train", config, corpus_name="demo_corpus")
-        core.jobs.worker.execute(store, run_id)
-        assert store.get(run_id).status == "done", store.get(run_id).error
-        ids.append(run_id)
-    return ids
+    return train_runs(home, configs, corpus_name="demo_corpus")
 
 
 def plot_state(page) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from core.jobs import launch, standby
 from core.runs.store import RunStore, pid_alive
 from core.storage import REPO_ROOT
-from tests.test_standby import IMPORT_TIMEOUT_S
+from tests.test_standby import IMPORT_TIMEOUT_S, _wait
 
 EXIT_TIMEOUT_S = 30  # generous for 2 busy cores; the standby checks its parent twice a second
 # The stand-in for the server: starts a standby for each store root it is given, prints their pids, and exits when
@@ -29,12 +28,6 @@ sys.stdin.read()
 """
 
 
-def _wait(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _start_parent(*args: str) -> tuple[subprocess.Popen, list[int]]:
