@@ -192,6 +192,7 @@ def test_runs_page_lists_compares_exports_and_deletes(app, tiny_model_dir):
     table = at.dataframe[0].value
     assert set(table["run"]) == {done_id, active_id}
     assert table.set_index("run").loc[done_id, "status"] == "done"
+    assert table.set_index("run")["P@k"].isna()[active_id] and at.dataframe[0].proto.placeholder == "–"  # not "None"
     assert at.selectbox(key="runs:pick").value == done_id
     # recipe, margin, examples, batch, and distance (a triplet setting mnrl does not have)
     assert "**Settings that differ** (5)" in [m.value for m in at.markdown]

@@ -56,7 +56,7 @@ def per_class_results(before: dict | None, after: dict | None, key: str, name: s
                f"**kNN recall** is the share of them the kNN classifier (k = {data['knn_k']}) labels correctly. "
                "The headline figures average over all texts, so a small class barely moves them.")
     _few_note(frame)
-    st.dataframe(frame, hide_index=True, key=f"{key}:table", column_config=_columns(frame))
+    st.dataframe(frame, hide_index=True, key=f"{key}:table", placeholder="–", column_config=_columns(frame))
     results = [("before", before), ("after", after)] if after is not None else [("", before)]
     panels = [(when, matrix) for when, result in results if (matrix := confusion_counts(result)) is not None]
     if not panels:

@@ -42,7 +42,7 @@ def runs_frame(runs: Iterable[Run], names: dict[str, str] | None = None) -> pd.D
 def runs_table(runs: Iterable[Run], key: str, names: dict[str, str] | None = None) -> None:
     metrics = {m.short.format(k="k"): st.column_config.NumberColumn(
         format=f"%.{m.digits}f{'%%' if m.percent else ''}", help=f"{m.long}, after training.") for m in HEADLINE}
-    st.dataframe(runs_frame(runs, names), hide_index=True, key=key, column_config={
+    st.dataframe(runs_frame(runs, names), hide_index=True, key=key, placeholder="–", column_config={
         **metrics,
         "tags": st.column_config.ListColumn(help="Set below, for the selected run."),
         "duration": st.column_config.NumberColumn(format="%.0f s", help="Wall time from start to finish."),
