@@ -7,13 +7,14 @@ import streamlit as st
 import ui
 from core.data.corpus import demo_documents_path, detect_columns, persist_table, read_table
 from core.errors import UserError
+from core.jobs.ray_sweep import ray_available
 from core.jobs.sweep import MAX_SEEDS, SEEDS, sweep_config
-from core.training.config import GENERAL_PARAMS, TrainConfig, general_default
+from core.training.config import GENERAL_PARAMS, TrainConfig, general_default, nproc_choice
 from core.training.listmle import LIST_SIZE
 from core.training.params import Param
 from core.training.recipe import MINING, Recipe
 from core.training.recipes import RECIPES
-from ui import run_control, run_panel
+from ui import resources, run_control, run_panel
 from ui.corpus_view import (
     EXAMPLE_TEXTS,
     band_preview_frame,
@@ -25,6 +26,7 @@ from ui.corpus_view import (
 
 GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
+ENGINES = ("Local", "Ray")
 PREVIEW_ROWS = 20
 BUDGET = (("epochs", "batch_size", "lr", "warmup_ratio"), ("seed", "max_steps", "eval_every", "pooling"),
           ("freeze_layers", "top_layers", "precision", "freeze_embeddings"))
@@ -138,6 +140,9 @@ def choose_budget(recipe: Recipe) -> dict:
             if GENERAL_PARAMS[name].type is bool:
                 col.space("small")
             fields[name] = widget(GENERAL_PARAMS[name], key_of(name, recipe), general_default(name, recipe), col)
+    processes = nproc_choice(resources.gpu_count())
+    if processes is not None:  # two or more GPUs: one run over several processes (PyTorch DDP)
+        fields["nproc"] = widget(processes, "nproc", processes.default, st.columns(4)[0])
     return fields
 
 
@@ -253,8 +258,14 @@ def sweep_panel(recipe: Recipe, base: dict | None) -> None:
             st.caption(f"{recipe.title} has no margin to sweep.")
             return
         name = knob.label.lower()
-        st.caption(f"Trains and evaluates one run per {name} (and seed) with the settings above, one after "
-                   "another in one background process; mining and the reference evaluation happen once.")
+        st.caption(f"Trains and evaluates one run per {name} (and seed) with the settings above in one background "
+                   "sweep; mining and the reference evaluation happen once.")
+        engine = "local"
+        if ray_available():
+            engine = st.radio("Engine", ENGINES, horizontal=True, key="train:sweep:engine", help="Local: one "
+                              "configuration after another in one background process. Ray: each configuration a "
+                              "Ray task on a local Ray instance, as many at once as there are CPUs (or GPUs); "
+                              "`python -m core sweep --engine ray --address` runs one on a cluster.").lower()
         values, seeds = st.columns([3, 1])
         typed = values.text_input(f"{knob.label}s (comma-separated)",
                                   value=", ".join(f"{m:g}" for m in knob.presets), key=f"train:sweep:{recipe.name}")
@@ -263,7 +274,7 @@ def sweep_panel(recipe: Recipe, base: dict | None) -> None:
         if st.button("Start sweep", icon=":material/play_arrow:", disabled=base is None, key="train:sweep:start"):
             with ui.guard("Starting the sweep") as outcome:
                 run_control.start_run("sweep", sweep_config({**run_control.corpus_fields(), **base}, [recipe.name],
-                                                            knob.parse_list(typed), n_seeds))
+                                                            knob.parse_list(typed), n_seeds, engine))
             if not outcome.failed:
                 st.rerun()
 

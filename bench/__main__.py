@@ -29,6 +29,12 @@ BENCHMARKS = {
     "layer_change": "linear CKA per layer after a triplet run on SST-2 and a crop run on BBC News (seed 002)",
     "scale": "a 96k-row corpus end to end: seconds and peak RSS per phase, report time, streamed encode vs ST.encode",
     "server": "the app on TREC: server CPU while a run trains, step time app open vs CLI, issue 13's walk re-timed",
+    "ddp": "a run over 2 processes (torchrun DDP, gloo, 1 thread each) vs 1 process on the same examples: steps/s, "
+           "wall time, final loss",
+    "sweep_engines": "a 4-margin sweep on the demo corpus: engine local (one after another) vs Ray local with 2 "
+                     "workers (torch 1 thread each), wall time and metrics per margin",
+    "per_row": "per-row costs for docs/scaling.md: encode texts/s (one process vs ST pool), FAISS flat/IVF/HNSW "
+               "ms/query and recall@10, t-SNE/UMAP out-of-sample placement, Parquet",
 }
 
 

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE
-from core.jobs import launch
+from core.jobs import ddp, launch
 from core.jobs.sweep import SEEDS, cancel, sweep_config
 from core.models.loading import DEFAULT_MODEL, load_model, resolve_model, setup_offline
 from core.runs.labels import knob_value, shown_text
@@ -246,13 +246,24 @@ def _add_flag(p: argparse.ArgumentParser, param: Param, help: str) -> None:
         p.add_argument(param.flag, default=None, metavar=param.type.__name__.upper(), help=help + choices)
 
 
-def _train_args(p: argparse.ArgumentParser, with_recipe: bool = True) -> None:
-    """Flags from the general settings and every recipe's own (a flag the chosen recipe lacks is refused)."""
-    p.add_argument("corpus", nargs="?", help="corpus file (optional with --config)")
+WORLD = ("nproc", "nnodes")  # the general settings of a run over several processes (core.jobs.ddp)
+
+
+def _train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distributed: bool = True) -> None:
+    """Flags from the general settings and every recipe's own (a flag the chosen recipe lacks is refused); with
+    `distributed`, the process count and the rendezvous of a run over several machines too."""
+    p.add_argument("corpus", nargs="?", help="corpus file (optional with --config; not needed with --node-rank > 0)")
     p.add_argument("--config", help="a saved run config (YAML or JSON); flags given here override it")
     for param in GENERAL:
-        if param.name != "corpus" and (with_recipe or param.name != "recipe"):
+        if param.name != "corpus" and (with_recipe or param.name != "recipe") and (distributed
+                                                                                   or param.name not in WORLD):
             _add_flag(p, param, param.help)
+    if distributed:
+        for param in (ddp.NODE_RANK, ddp.MASTER_ADDR, ddp.MASTER_PORT):
+            help = param.help + (" Over several machines: start node 0 (which creates the run and shows its "
+                                 "progress) and, on each other machine, the same command with its --node-rank; those "
+                                 "take their settings from node 0." if param is ddp.NODE_RANK else "")
+            _add_flag(p, param, help)
     for owners in recipe_params().values():
         param = owners[0][1]
         if len({q.help for _r, q in owners}) > 1:  # e.g. the knob: a margin or a scale, its default per recipe
@@ -277,12 +288,16 @@ def train_config(args, overrides: dict | None = None) -> dict:
     if not data.get("corpus"):
         raise UserError("Name a corpus file (or a --config that has one).")
     cfg = TrainConfig.from_dict(data)
-    _check_inputs(cfg)
+    corpus = _check_inputs(cfg)
+    if corpus.kind == "labelled":  # the columns as detected, as the pages store them: runs compare column by column
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), "text_col": corpus.columns.text,
+                                     "label_col": corpus.columns.label, "split_col": corpus.columns.split})
     return cfg.to_dict()
 
 
-def _check_inputs(cfg) -> None:
-    """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once."""
+def _check_inputs(cfg):
+    """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once; returns the
+    corpus."""
     from core.data.kinds import load_any
     from core.data.pairs import load_pairs
 
@@ -295,6 +310,7 @@ def _check_inputs(cfg) -> None:
     for name in (cfg.model, cfg.reference, getattr(cfg, "teacher", None)):
         if name and name not in ("reference", "score"):
             resolve_model(name)
+    return corpus
 
 
 def follow(store, run_id: str, start: bool = True) -> object:
@@ -353,10 +369,34 @@ class RunFailed(Exception):
 
 
 def cmd_train(args, overrides: dict | None = None) -> dict:
-
+    """A run in a background worker, or over several processes its DDP launcher (core.jobs.ddp); on a machine other
+    than node 0 (--node-rank > 0) no run: this machine's processes, which take their settings from node 0."""
+    nproc, nnodes = _world(args)  # the launch flags first: a bad one answers before the corpus is read
+    meet = ddp.rendezvous(nnodes, args.node_rank, args.master_addr, args.master_port)
+    if meet is not None and meet.node_rank > 0:
+        return _follow_node(nproc, nnodes, meet)
     store = RunStore()
     run_id = store.create("train", train_config(args, overrides))
-    return _finish_run(store, follow(store, run_id), args)
+    if meet is not None:  # node 0 of a run over several machines: its launcher meets the others there
+        launch.start(store, run_id, meet)
+    return _finish_run(store, follow(store, run_id, start=meet is None), args)
+
+
+def _world(args) -> tuple[int, int]:
+    """nproc and nnodes as the run will have them: the flags, else the --config file's, else 1."""
+    data = TrainConfig.from_file(args.config).to_dict() if args.config else {}
+    return tuple(GENERAL_PARAMS[name].parse(getattr(args, name) if getattr(args, name) is not None
+                                            else data.get(name, 1)) for name in WORLD)
+
+
+def _follow_node(nproc: int, nnodes: int, meet: ddp.Rendezvous) -> dict:
+    """This machine's share of a run over several: its processes in the foreground until the run ends."""
+    status, cause = ddp.launch(nproc, nnodes, meet)
+    if status == "stopped":
+        raise RunFailed(EXIT_INTERRUPTED, f"node {meet.node_rank} {cause}; the run fails on the other nodes")
+    if status == "failed":
+        raise RunFailed(1, f"node {meet.node_rank}: {cause}")
+    return {"node_rank": meet.node_rank, "status": status}
 
 
 def cmd_quick(args) -> dict:
@@ -402,7 +442,8 @@ def cmd_sweep(args) -> dict:
         raise UserError(f"Recipe {', '.join(recipes) or '(none)'} has no margin or scale to sweep.")
     margins = knob.parse_list(args.margins)
     store = RunStore()
-    sweep_id = store.create("sweep", sweep_config(base, recipes, margins, seeds))
+    sweep_id = store.create("sweep", sweep_config(base, recipes, margins, seeds, engine=args.engine,
+                                                  address=args.address))
     run = follow(store, sweep_id)
     if run.status == "failed":
         raise RunFailed(1, f"sweep {sweep_id} failed: {run.error}")
@@ -430,6 +471,9 @@ def cmd_export(args) -> dict:
 
 
 def _print_train(r: dict) -> None:
+    if "node_rank" in r:  # a follower node: the run and its results are node 0's
+        print(f"node {r['node_rank']}: {r['status']} (the run's results are on node 0)")
+        return
     print(f"run {r['run_id']}: {r['status']}")
     if r.get("model_path"):
         print(f"model: {r['model_path']}")
@@ -511,7 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--method", choices=["tsne", "umap"], default="tsne")
     mp.add_argument("--out", required=True, help="folder for reference.html/.png/.parquet (and tuned.*); created "
                     "if missing, files in it replaced")
-    tr = sub.add_parser("train", help="fine-tune on mined examples in a background run and evaluate before/after")
+    tr = sub.add_parser("train", help="fine-tune on mined examples in a background run and evaluate before/after; "
+                        "--nproc N trains over N processes (PyTorch DDP via torchrun, one GPU each where there are "
+                        "GPUs)")
     _train_args(tr)
     qk = sub.add_parser("quick", help="the Trade-off page's quick margin point: 256 mined triplets, one epoch, only "
                         "the top 2 layers trained from cached frozen states; a run reused when it exists")
@@ -525,11 +571,16 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("--augmentation", choices=[r.name for r in RECIPES.values() if r.self_supervised], default="crop")
     cr.add_argument("--batches", type=int, default=None, help="stop after this many batches")
     sw = sub.add_parser("sweep", help="train and evaluate a grid of (recipe, margin or scale) configurations")
-    _train_args(sw)
+    _train_args(sw, distributed=False)
     sw.add_argument("--recipes", help="comma-separated recipes (default: --recipe)")
     sw.add_argument("--margins", required=True, help="comma-separated values of the recipe's margin or scale, "
                     "e.g. 0.01,0.1,1,5")
     sw.add_argument(SEEDS.flag, default=SEEDS.default, metavar="INT", help=SEEDS.help)
+    sw.add_argument("--engine", default="local", metavar="local|ray", help="local: one configuration after another "
+                    "in one background process (default); ray: each configuration a Ray task, on a local Ray instance "
+                    "or the cluster at --address")
+    sw.add_argument("--address", default=None, metavar="ADDRESS", help="a Ray cluster to run on with --engine ray: "
+                    "auto, HOST:PORT or ray://HOST:10001 (default: start a local Ray instance)")
     rs = sub.add_parser("runs", help="list runs")
     rs.add_argument("--json", action="store_true")
     ex = sub.add_parser("export", help="export a finished run's model, card, config and embeddings")

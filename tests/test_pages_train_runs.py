@@ -229,3 +229,51 @@ def test_persist_table_is_atomic_content_addressed_and_dedupes(tmp_path):
     assert deduped != path
     assert len(load_corpus(path).train_texts) > len(load_corpus(deduped).train_texts)
     assert not list(path.parent.glob(".*"))  # no temp files left
+
+
+def test_sweep_engine_choice_reaches_the_sweep_config(train_page, idle_worker):
+    at = train_page
+    engine = at.radio(key="train:sweep:engine")
+    assert engine.options == ["Local", "Ray"] and engine.value == "Local"
+    engine.set_value("Ray").run()
+    button(at, "Start sweep").click().run()
+    no_errors(at)
+    [sweep] = store().list(kind="sweep")
+    assert sweep.config["engine"] == "ray" and sweep.config["address"] is None
+
+
+def test_no_engine_choice_without_ray(app, monkeypatch):
+    monkeypatch.setattr("core.jobs.ray_sweep.ray_available", lambda: False)
+    at = open_page(app, "app_pages/2_Train.py")
+    no_errors(at)
+    assert "train:sweep:engine" not in [r.key for r in at.radio]
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """The machine shows this many CUDA devices to the Train page (counted once per server, so recounted here)."""
+    import ui.resources
+
+    def show(count: int) -> None:
+        monkeypatch.setattr(ui.resources, "visible_gpus", lambda: count)
+        ui.resources.gpu_count.clear()
+
+    yield show
+    ui.resources.gpu_count.clear()
+
+
+def test_process_count_is_offered_only_with_two_gpus_or_more(app, idle_worker, gpus):
+    gpus(1)
+    at = open_page(app, "app_pages/2_Train.py")
+    assert "train:nproc" not in [n.key for n in at.number_input]
+
+    gpus(4)
+    at = open_page(AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT_S), "app_pages/2_Train.py")
+    no_errors(at)
+    processes = at.number_input(key="train:nproc")
+    assert (processes.label, processes.value, processes.max) == ("Processes (GPUs)", 1, 4)
+    processes.set_value(2).run()
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = store().list()
+    assert run.config["nproc"] == 2 and run.config["nnodes"] == 1

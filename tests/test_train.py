@@ -133,6 +133,9 @@ def test_cli_train_export_reload(tiny_model_dir, contrastlab_home, tmp_path):
     card = (exported / "README.md").read_text()
     assert "ContrastLab fine-tuning" in card and "margin = 0.1" in card
     assert "746 train rows, 83 holdout rows, 4 classes" in card
+    stored = json.loads((exported.parent / "config.json").read_text())
+    # the detected columns are stored, as the pages store them, so a CLI run and a page run compare column by column
+    assert (stored["text_col"], stored["label_col"], stored["split_col"]) == ("text", "label", None)
     # a clean process loading the export with plain sentence-transformers gets the same embeddings
     texts = ["the film was good", "the market fell"]
     script = ("import sys, json, numpy as np; from sentence_transformers import SentenceTransformer; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.errors import UserError
-from core.models.loading import load_model, pick_device
+from core.models.loading import load_model, pick_device, visible_gpus
 from core.runs.store import RunStore
 from core.storage import home
 from ui import state
@@ -15,6 +15,12 @@ from ui import state
 def device() -> str:
     """Picked once per server process (CUDA > MPS > CPU); importing torch is the slow part."""
     return pick_device()
+
+
+@st.cache_resource(show_spinner=False)
+def gpu_count() -> int:
+    """CUDA devices, counted once per server process: the Train page offers a process count from two on."""
+    return visible_gpus()
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading model…")

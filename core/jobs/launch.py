@@ -1,29 +1,48 @@
-"""Starting a queued run (hand it to a waiting standby worker, else spawn a fresh one), and following it."""
+"""Starting a queued run (hand it to a waiting standby worker, else spawn a fresh one; a run over several processes
+gets its DDP launcher, core.jobs.ddp), and following it."""
 
 from __future__ import annotations
 
 import time
 
 from core.errors import UserError
-from core.jobs import standby
+from core.jobs import ddp, standby
 from core.jobs.process import LOG_NAME, spawn
 from core.runs.store import Run, RunStore, pid_alive
+from core.training.config import TrainConfig
 
 EXIT_RECORD_S = 0.5  # time for a dead worker's parent to record how it ended (core.jobs.process)
 
 
-def start(store: RunStore, run_id: str) -> int:
+def start(store: RunStore, run_id: str, meet: ddp.Rendezvous | None = None) -> int:
     """Execute a queued run in a detached process: a waiting standby (core.jobs.standby) when there is one,
-    else a new worker. Its output goes to <run_dir>/worker.log. Returns the worker's pid."""
+    else a new worker; a train run over several processes (nproc x nnodes > 1) starts its DDP launcher instead,
+    which meets the other nodes at `meet` (core.jobs.ddp.rendezvous). Its output goes to <run_dir>/worker.log.
+    Returns the pid of the run's process (the worker, or the launcher)."""
     run = store.get(run_id)
     if run.status != "queued" or run.pid is not None:
         raise UserError(f"Run {run_id} was already started (it is {run.status}); create a new run to train again.")
     run_dir = store.run_dir(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    pid = standby.hand_over(store, run_id) or spawn(store, [run_id], run_dir / LOG_NAME)
+    cfg = _train_config(run)
+    if cfg is not None and cfg.world_size > 1:
+        pid = ddp.start(store, run_id, cfg.nproc, cfg.nnodes, meet)
+    else:
+        pid = standby.hand_over(store, run_id) or spawn(store, [run_id], run_dir / LOG_NAME)
     if not store.claim(run_id, pid):  # another tab started it at the same moment; ours will exit
         raise UserError(f"Run {run_id} was started by another session at the same moment; it runs there.")
     return pid
+
+
+def _train_config(run: Run) -> TrainConfig | None:
+    """A train run's config; None for other kinds, and for a config that does not validate, which a worker then
+    fails with the reason as it always has."""
+    if run.kind != "train":
+        return None
+    try:
+        return TrainConfig.from_dict(run.config)
+    except UserError:
+        return None
 
 
 def poll(store: RunStore, run_id: str) -> Run:

@@ -1,4 +1,5 @@
-"""Starting a detached worker process (`python -m core.jobs.worker ROOT ...`).
+"""Starting a detached worker process (`python -m core.jobs.worker ROOT ...`, or a distributed run's launcher
+`python -m core.jobs.ddp ...`).
 
 Its own module because both a run's launcher and the standby pool start workers, and the worker body
 itself must import neither of them back.
@@ -20,20 +21,21 @@ from core.storage import REPO_ROOT
 LOG_NAME = "worker.log"
 
 
-def _worker_env() -> dict[str, str]:
+def worker_env() -> dict[str, str]:
+    """This process's environment with the repository importable, for the processes that run ContrastLab code."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"  # worker.log shows output as it happens
     return env
 
 
-def spawn(store: RunStore, args: list[str], log_path: Path) -> int:
-    """`python -m core.jobs.worker ROOT *args` as a detached process (own session: closing the app's terminal
-    or tab does not stop it), output appended to log_path. Returns its pid."""
+def spawn(store: RunStore, args: list[str], log_path: Path, module: str = "core.jobs.worker") -> int:
+    """`python -m MODULE ROOT *args` as a detached process (own session: closing the app's terminal or tab does
+    not stop it), output appended to log_path. Returns its pid."""
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "core.jobs.worker", str(store.root), *args],
-            cwd=REPO_ROOT, env=_worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", module, str(store.root), *args],
+            cwd=REPO_ROOT, env=worker_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     # Wait for it in the background so a finished worker does not linger as a zombie of the app, and record how

@@ -148,22 +148,30 @@ def _log_traceback(run_dir: Path, exc: BaseException) -> None:
         traceback.print_exception(exc, file=log)
 
 
-def execute(store: RunStore, run_id: str) -> None:
+def execute(store: RunStore, run_id: str, pid: int | None = None,
+            unrecorded: Callable[[Exception], bool] | None = None,
+            job: Callable[[JobContext], dict | None] | None = None) -> None:
     """Run a queued run in this process and record how it ended.
 
-    Used by the worker process and directly by tests and `--foreground` CLI runs. Returns without
-    doing anything if the run is no longer queued (cancelled before it started, or taken by another
-    process). After a stop request, Cancelled, an early return or any other exception all end the
-    run as cancelled. Ctrl-C / SIGTERM count as a cancel and are re-raised so the caller can exit.
+    Used by the worker process, by rank 0 of a distributed run (core.jobs.ddp) and directly by tests and
+    `--foreground` CLI runs. Returns without doing anything if the run is no longer queued (cancelled before it
+    started, or taken by another process). After a stop request, Cancelled, an early return or any other exception
+    all end the run as cancelled. Ctrl-C / SIGTERM count as a cancel and are re-raised so the caller can exit.
+
+    `pid`: the process the run was claimed for (default this one; a distributed run's is its launcher's). An
+    exception for which `unrecorded` is true (rank 0 lost another rank) is re-raised without a verdict unless a
+    stop was requested: the launcher, which knows which process ended and why, records the failure. `job`: the
+    function to run instead of the one JOBS names for the run's kind (a sweep on Ray records a child whose training
+    happens in a Ray task).
     """
     run = store.get(run_id)
-    if not store.mark_running(run_id, os.getpid()):
+    if not store.mark_running(run_id, pid or os.getpid()):
         return
     ctx = JobContext(store, run)
     try:
         if store.cancel_requested(run_id):
             raise Cancelled()
-        metrics = _resolve(run.kind)(ctx)
+        metrics = (job or _resolve(run.kind))(ctx)
         ctx.flush()
         if store.cancel_requested(run_id):  # the job returned early because it was asked to stop
             raise Cancelled()
@@ -174,10 +182,14 @@ def execute(store: RunStore, run_id: str) -> None:
         if isinstance(exc, KeyboardInterrupt):
             raise
     except Exception as exc:
-        _log_traceback(ctx.run_dir, exc)
+        left = unrecorded is not None and unrecorded(exc)
+        if not left:  # a lost peer is a consequence: the launcher logs its cause
+            _log_traceback(ctx.run_dir, exc)
         ctx.flush()
         if store.cancel_requested(run_id):  # however a job bails out after a stop request, it was cancelled
             store.mark_cancelled(run_id)
+        elif left:
+            raise
         else:
             if isinstance(exc, UserError):  # the CLI exits 2 for input errors, 1 for crashes; set before the
                 store.set_progress(run_id, user_error=True)  # status, which is what watchers wait for

@@ -49,11 +49,18 @@ def check_device(name: str) -> str:
         if getattr(torch.backends, "mps", None) is None or not torch.backends.mps.is_available():
             raise UserError("device mps (an Apple GPU) is not available on this machine; use cpu or leave it unset.")
         return device
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = visible_gpus()
     if int(device.partition(":")[2] or 0) >= count:
         raise UserError(f"device {device} is not available: this machine has {count} CUDA device(s); use "
                         f"{'cuda' if count else 'cpu'} or leave device unset.")
     return device
+
+
+def visible_gpus() -> int:
+    """CUDA devices this machine shows (a run over several processes takes one each)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def pick_device(preferred: str | None = None) -> str:

@@ -17,9 +17,14 @@
 - ``recipes``: the registry: ``RECIPES``, ``register``, ``get_recipe``, ``recipe_params``.
 - ``examples``: the dataset builders recipes use: ``mined_examples``, ``scored_pairs``,
   ``document_pairs``, ``mine_train_sample``.
-- ``config``: ``TrainConfig``, the general settings ``GENERAL`` and the one validation of a run's settings.
+- ``config``: ``TrainConfig``, the general settings ``GENERAL`` and the one validation of a run's settings;
+  ``nproc_choice`` (the Train page's process count).
 - ``trainer``: freezing, pooling, the sentence-transformers trainer with progress / cancel, before / after
-  evaluation: ``run_training``, ``make_trainer``, ``freeze``.
+  evaluation: ``run_training``, ``make_trainer``, ``freeze``, ``total_steps``, ``record_result``,
+  ``SilentReporter``.
+- ``distributed``: rank helpers of a run over several processes (PyTorch DDP): ``world_size``, ``rank``,
+  ``is_main``, ``local_rank``, ``rank_device``, ``backend``, ``init``, ``broadcast``,
+  ``share_examples``, ``examples_digest``, ``training_ended``, ``log``, ``StopSync``, ``TIMEOUT``.
 - ``eta``: the whole-run ETA of a training run (remaining steps, the evaluations still to come, saving) from
   what the run measured: ``RunEta``, ``EncodeShare``, ``save_seconds``.
 - ``top_layers``: training only the top n layers from the frozen part's cached output (the quick margin point's

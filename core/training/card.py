@@ -92,7 +92,7 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     examples = result.get("examples", {})
     lines += [
         f"- **Examples:** {examples.get('examples', '?')} ({examples.get('format', recipe.example_format)})",
-        f"- **Training:** {cfg.epochs} epoch(s), batch {cfg.batch_size}, lr {cfg.lr}, warm-up ratio "
+        f"- **Training:** {cfg.epochs} epoch(s), {_batch_text(cfg)}, lr {cfg.lr}, warm-up ratio "
         f"{cfg.warmup_ratio}, seed {cfg.seed}, pooling {cfg.pooling}, frozen: "
         + (f"all but the top {cfg.top_layers} layer(s), trained from the frozen part's cached output"
            if cfg.top_layers else f"{'embeddings + ' if cfg.freeze_embeddings else ''}{cfg.freeze_layers} layer(s)"),
@@ -110,6 +110,15 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
               "Reproduce with `python -m core train --config contrastlab_config.json` (the run's settings, saved "
               "beside this card).", ""]
     return "\n".join(lines)
+
+
+def _batch_text(cfg: TrainConfig) -> str:
+    """The batch a step trains on; over several processes (DDP) each trains its own batch, so a step's effective
+    batch is their sum, which is what compares with a single-process run."""
+    if cfg.world_size == 1:
+        return f"batch {cfg.batch_size}"
+    return (f"effective batch {cfg.effective_batch_size} ({cfg.batch_size} per process x {cfg.world_size} processes: "
+            f"{cfg.nproc} per node x {cfg.nnodes} node(s), PyTorch DDP)")
 
 
 def _finite(value: object) -> bool:

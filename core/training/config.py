@@ -5,6 +5,7 @@ CLI, the Train page, config files and sweeps. Saved flat ({"corpus": ..., "recip
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from core.training.recipes import get_recipe, recipe_params
 
 POOLINGS = ("model", "mean", "cls", "max", "ata")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+MAX_NPROC = 64  # processes per node: more GPUs than any one machine holds
+MAX_NNODES = 1024
 
 GENERAL: tuple[Param, ...] = (
     Param("corpus", str, None, "Corpus", "CSV / TSV / JSONL / Parquet file with a text and a label column."),
@@ -58,8 +61,25 @@ GENERAL: tuple[Param, ...] = (
           "before and after as well, e.g. what a labelled run did to general similarity.", optional=True),
     Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True,
           check=check_device),
+    Param("nproc", int, 1, "Processes per node", "Train with this many processes per machine under PyTorch DDP "
+          "(torchrun), one GPU each where there are GPUs; each trains on batch_size examples per step, so a step "
+          "sees batch_size x nproc x nnodes examples.", low=1, high=MAX_NPROC, step=1),
+    Param("nnodes", int, 1, "Nodes", "Machines the run trains on, each with nproc processes; more than one needs "
+          "the rendezvous flags (--master-addr, --node-rank) of `python -m core train`.", low=1, high=MAX_NNODES,
+          step=1),
 )
 GENERAL_PARAMS: dict[str, Param] = {p.name: p for p in GENERAL}
+
+
+def nproc_choice(gpus: int) -> Param | None:
+    """The Train page's process count on a machine showing `gpus` CUDA devices (core.models.loading.
+    visible_gpus): the nproc setting, one process per GPU at most; None with fewer than two, where a run trains in
+    one process."""
+    if gpus < 2:
+        return None
+    return dataclasses.replace(GENERAL_PARAMS["nproc"], label="Processes (GPUs)", high=min(gpus, MAX_NPROC),
+                               help=f"Train over this many processes, one GPU each (PyTorch DDP); each trains "
+                                    f"batch_size examples a step. This machine shows {gpus} GPUs.")
 
 
 def general_default(name: str, recipe: Recipe) -> object:
@@ -98,6 +118,7 @@ def _checked(data: dict) -> dict:
     checked["recipe"] = recipe.name
     checked["reference"] = checked["reference"] or checked["model"]  # stored resolved: see resolved()
     _check_frozen(checked["freeze_layers"], checked["top_layers"], checked["model"])
+    _check_world(checked)
     return checked | {p.name: p.parse(data.get(p.name, p.default)) for p in recipe.params}
 
 
@@ -114,6 +135,22 @@ def _check_frozen(first_layers: int, top_layers: int, model: str) -> None:
     if layers is not None and top_layers > layers:
         raise UserError(f"top_layers must be at most {layers}, the number of layers of model {shorten(model, 80)}, "
                         f"got {top_layers}")
+
+
+def _check_world(checked: dict) -> None:
+    """A run over several processes (DDP) trains every layer on its own device per process: top_layers trains from
+    frozen states cached by one process, and a device naming one GPU (cuda:N) or an Apple GPU cannot be given to
+    each process."""
+    world = checked["nproc"] * checked["nnodes"]
+    if world == 1:
+        return
+    if checked["top_layers"]:
+        raise UserError(f"top_layers ({checked['top_layers']}) trains in one process from cached frozen states; set "
+                        f"it to 0 to train over {world} processes, or nproc and nnodes to 1.")
+    device = checked["device"]
+    if device is not None and device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"device {device} names one device, but a run over {world} processes gives each process its "
+                        "own (cuda:0, cuda:1, ... or the CPU); set device to cuda or cpu, or leave it unset.")
 
 
 def resolved(config: dict) -> dict:
@@ -148,6 +185,16 @@ class TrainConfig:
 
     def __repr__(self) -> str:
         return f"TrainConfig({self.to_dict()!r})"
+
+    @property
+    def world_size(self) -> int:
+        """Processes the run trains in (nproc x nnodes)."""
+        return self.nproc * self.nnodes
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Examples per optimiser step over all processes: each process trains on its own batch_size examples."""
+        return self.batch_size * self.world_size
 
     @property
     def recipe_settings(self) -> dict:

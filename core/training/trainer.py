@@ -1,6 +1,7 @@
 """Fine-tuning with sentence-transformers' own trainer: freezing, pooling, progress / whole-run ETA / cancel callbacks,
 before/after evaluation and an atomically saved model. The config is core.training.config's; examples, loss,
-batch sampler and extra callbacks come from the run's recipe."""
+batch sampler and extra callbacks come from the run's recipe. Under DDP (core.training.distributed) the same code
+runs in every process: rank 0 evaluates, mines and saves, every rank trains."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Protocol
 import torch
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from sentence_transformers.base.sampler import BatchSamplers
+from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
 from sentence_transformers.sentence_transformer.modules import Pooling
 from transformers import PrinterCallback, TrainerCallback
 
@@ -32,6 +34,7 @@ from core.evaluation.ordering import evaluate_lists, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, sts_spearman
 from core.models.ata import build_ata_model
 from core.models.loading import load_model
+from core.training import distributed
 from core.training.card import save_with_card
 from core.training.config import TrainConfig
 from core.training.eta import EncodeShare, RunEta, save_seconds
@@ -46,6 +49,23 @@ class Reporter(Protocol):
     def should_stop(self) -> bool: ...
     def log_loss(self, step: int, loss: float) -> None: ...
     def log_eval(self, point: dict) -> None: ...
+
+
+class SilentReporter:
+    """The reporter of a DDP rank other than 0: rank 0 reports the run, and cancel reaches the others through
+    distributed.StopSync."""
+
+    def progress(self, **fields) -> None:
+        pass
+
+    def should_stop(self) -> bool:
+        return False
+
+    def log_loss(self, step: int, loss: float) -> None:
+        pass
+
+    def log_eval(self, point: dict) -> None:
+        pass
 
 
 # --- model preparation -----------------------------------------------------------------------
@@ -124,7 +144,8 @@ class _ReportCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.t0 = time.monotonic()
-        self.examples_per_step = args.per_device_train_batch_size * max(1, args.gradient_accumulation_steps)
+        self.examples_per_step = (args.per_device_train_batch_size * max(1, args.gradient_accumulation_steps)
+                                  * args.world_size)
 
     def on_step_end(self, args, state, control, **kwargs):
         elapsed = time.monotonic() - self.t0
@@ -171,15 +192,42 @@ class _ReportCallback(TrainerCallback):
 
 
 def total_steps(cfg: TrainConfig, n_examples: int) -> int:
-    """Optimiser steps of a run: max_steps, else epochs over the examples (the learning-rate schedule's length)."""
-    return cfg.max_steps or max(1, math.ceil(math.ceil(n_examples / cfg.batch_size) * cfg.epochs))
+    """Optimiser steps of a run: max_steps, else epochs over the examples (the learning-rate schedule's length).
+    Over several processes each step trains one batch per process, and the last, partial batch is dropped (as
+    sentence-transformers does under DDP, so no rank waits for a batch another lacks)."""
+    if cfg.world_size == 1:
+        per_epoch = math.ceil(n_examples / cfg.batch_size)
+    else:
+        per_epoch = n_examples // cfg.effective_batch_size
+    return cfg.max_steps or max(1, math.ceil(per_epoch * cfg.epochs))
+
+
+def _ddp_args(cfg: TrainConfig, device: str) -> dict:
+    """The trainer's DDP settings under a process group (core.training.distributed.init made it, so the trainer
+    joins it rather than making its own). find_unused_parameters: a transformer's pooler, like any trainable
+    parameter the loss does not reach, gets no gradient, and DDP would otherwise fail waiting for it."""
+    if cfg.world_size == 1:
+        return {}
+    cuda = device.startswith("cuda")
+    return {"ddp_backend": "nccl" if cuda else "gloo", "use_cpu": not cuda, "ddp_find_unused_parameters": True,
+            "dataloader_drop_last": True}
+
+
+class _ServedElsewhere(SentenceEvaluator):
+    """The in-training evaluator of a DDP rank other than 0: sentence-transformers runs the evaluator on rank 0
+    only (the others wait, serving its encode calls) and broadcasts its scores, but every rank's trainer needs one
+    to evaluate at the same steps."""
+
+    def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict:
+        raise RuntimeError("the in-training evaluation runs on rank 0")
 
 
 def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter: Reporter | None,
-                 evaluator: TradeoffEvaluator | None = None, eta: RunEta | None = None):
+                 evaluator: SentenceEvaluator | None = None, eta: RunEta | None = None):
     """A plain SentenceTransformerTrainer; our additions are the progress callback (its whole-run ETA from `eta`,
-    else from the steps alone), the recipe's batch sampler and callbacks, and an evaluator that skips the last step
-    and reports its encoding to the progress callback."""
+    else from the steps alone), the recipe's batch sampler and callbacks, an evaluator that skips the last step
+    and reports its encoding to the progress callback, and under DDP the stop sync that ends every rank at the same
+    step."""
     recipe = get_recipe(cfg.recipe)
     total = total_steps(cfg, len(dataset))
     eval_args = {}
@@ -202,15 +250,18 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
         dataloader_num_workers=0,
         dataloader_pin_memory=str(model.device).startswith("cuda"),  # pinning helps host-to-GPU copies only
         **_precision_args(cfg.precision, str(model.device)),
+        **_ddp_args(cfg, str(model.device)),
         **eval_args,
     )
     callbacks: list[TrainerCallback] = [_SkipFinalEvaluation()] if eval_args else []
     if reporter is not None:
         report = _ReportCallback(reporter, eta or RunEta(total, cfg.eval_every if eval_args else 0))
         callbacks.append(report)
-        if eval_args:
+        if eval_args and isinstance(evaluator, TradeoffEvaluator):
             evaluator.progress = report.evaluation_progress
     callbacks += recipe.callbacks(cfg, loss)
+    if cfg.world_size > 1:
+        callbacks.append(distributed.StopSync())  # last: it sees every other callback's decision to stop
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
                                          evaluator=evaluator if eval_args else None, callbacks=callbacks)
     trainer.remove_callback(PrinterCallback)  # it prints log dicts to stdout, where the CLI prints results
@@ -282,9 +333,12 @@ def _run_eta(cfg: TrainConfig, model, corpus, settings: EvalSettings, dataset, b
     )
 
 
-def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_name: str | None = None) -> dict:
+def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_name: str | None = None,
+                 examples: tuple | None = None) -> dict:
     """Evaluate the base model, train, evaluate again, save the model to work_dir/'model'. `corpus_name`: the corpus
     as the user named it (an upload's file name) for the model card, where cfg.corpus is a content-hash copy.
+    `examples`: the (dataset, stats) the recipe's builder made for this config elsewhere (a sweep on Ray mines once
+    for the points that share them), used instead of building them here.
 
     The evaluation history (reporter.log_eval) spans the run: the before-evaluation at step 0, the in-training ones,
     and the after-evaluation at the last step, where the trainer does not evaluate. From the first step on, eta_s
@@ -292,7 +346,13 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
 
     The caller renames work_dir into place only when this returns, so a failed or cancelled run leaves
     nothing exportable. Raises Cancelled when the reporter asked to stop.
+
+    Under DDP this is every rank's body: rank 0 does all of the above and shares its examples; the other ranks
+    train in step with it (_train_follower) and return no result.
     """
+    _check_world(cfg)
+    if not distributed.is_main():
+        return _train_follower(cfg, work_dir)
     recipe = get_recipe(cfg.recipe)
     timings: dict[str, float] = {}
     t0 = time.monotonic()
@@ -308,11 +368,11 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     recipe.check_corpus(cfg, corpus)
     if cfg.eval_every > 0 and corpus.kind != "labelled":
         raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
-    model = load_model(cfg.model, cfg.device)
+    model = load_model(cfg.model, _device(cfg))
     if (cfg.reference or cfg.model) == cfg.model:  # a copy in memory: as good as a second load, and quicker
         reference = copy.deepcopy(model)  # its attributes too (contrastlab_source)
     else:
-        reference = load_model(cfg.reference, cfg.device)
+        reference = load_model(cfg.reference, _device(cfg))
     reference.requires_grad_(False)
     settings = EvalSettings(k=cfg.eval_k)
 
@@ -338,9 +398,11 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
 
     t1 = time.monotonic()
     phase("preparing examples")
-    dataset, example_stats = recipe.build_examples(cfg, corpus if lists is None else lists, reference,
-                                                   progress=lambda d, t: reporter.progress(phase="examples: encoding",
-                                                                                           step=d, total=t))
+    dataset, example_stats = examples or recipe.build_examples(
+        cfg, corpus if lists is None else lists, reference,
+        progress=lambda d, t: reporter.progress(phase="examples: encoding", step=d, total=t))
+    dataset, example_stats = distributed.share_examples(dataset, example_stats)
+    _check_batches(cfg, len(dataset))
     reporter.progress(example_stats=example_stats)
     timings["examples_s"] = time.monotonic() - t1
     if reporter.should_stop():
@@ -361,6 +423,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
         t2 = time.monotonic()
         train_out = trainer.train()
+        distributed.training_ended(train_out.global_step)
         timings["train_s"] = time.monotonic() - t2
         _release_memory()
         if reporter.should_stop():
@@ -386,6 +449,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         "freeze": freeze_stats,
         "train_loss": float(train_out.training_loss),
         "steps": int(train_out.global_step),
+        "world_size": cfg.world_size,
+        "effective_batch_size": cfg.effective_batch_size,
         "timings": {k: round(v, 2) for k, v in timings.items()},
         "corpus": {**corpus.summary(), **({"name": corpus_name} if corpus_name else {})},
         **({"lists": lists.summary()} if lists is not None and lists is not corpus else {}),
@@ -393,6 +458,44 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     phase("saving the model", _rounded(eta.saving(0.0)))
     save_model(model, work_dir / "model", cfg, result)
     return result
+
+
+def _check_world(cfg: TrainConfig) -> None:
+    """The run trains in as many processes as its config says: the batch per step, the learning-rate schedule and
+    the model card all count on it."""
+    if cfg.world_size != distributed.world_size():
+        raise UserError(f"This run is set to train over {cfg.world_size} processes (nproc {cfg.nproc} x nnodes "
+                        f"{cfg.nnodes}) but was started in {distributed.world_size()}; start it with `python -m core "
+                        "train --nproc ...` or the Train page, or set nproc and nnodes to 1 (sweeps and quick runs "
+                        "train in one process).")
+
+
+def _device(cfg: TrainConfig) -> str | None:
+    """The device this process trains on: the config's, or under DDP its rank's own (core.training.distributed)."""
+    return cfg.device if cfg.world_size == 1 else distributed.rank_device(cfg.device, cfg.nproc)
+
+
+def _check_batches(cfg: TrainConfig, n_examples: int) -> None:
+    """Under DDP a partial last batch is dropped, so the examples must fill at least one batch on every process."""
+    if cfg.world_size > 1 and n_examples < cfg.effective_batch_size:
+        raise UserError(f"{n_examples} examples do not fill one batch of {cfg.batch_size} on each of "
+                        f"{cfg.world_size} processes ({cfg.effective_batch_size} examples a step); raise examples, "
+                        "or lower batch_size or nproc.")
+
+
+def _train_follower(cfg: TrainConfig, work_dir: Path) -> dict:
+    """A DDP rank other than 0: the model prepared as rank 0 prepares it, rank 0's examples, and training in step
+    with it (cancel arrives through distributed.StopSync). Rank 0 evaluates and saves, so nothing is kept here."""
+    recipe = get_recipe(cfg.recipe)
+    model = load_model(cfg.model, _device(cfg))
+    dataset, _stats = distributed.share_examples()  # too few rows for a batch each: rank 0 fails the run
+    model = set_pooling(model, cfg.pooling)
+    freeze(model, cfg.freeze_embeddings, cfg.freeze_layers)
+    loss = recipe.build_loss(model, cfg)
+    evaluator = _ServedElsewhere() if cfg.eval_every > 0 else None
+    train_out = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", None, evaluator).train()
+    distributed.training_ended(train_out.global_step)
+    return {"steps": int(train_out.global_step)}
 
 
 def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
@@ -407,7 +510,13 @@ def run_job(ctx) -> dict:
     cfg = TrainConfig.from_dict(ctx.config)
     work = ctx.tmp_dir()
     result = run_training(cfg, ctx, work, corpus_name=ctx.store.get(ctx.run_id).corpus_name)
+    return record_result(ctx, result, work / "model")
+
+
+def record_result(ctx, result: dict, model_dir: Path) -> dict:
+    """What a finished training leaves in its run (a JobContext): metrics before, the summary, the model staged as
+    its artefact; returns the metrics after. Also used by a sweep on Ray for the result a task sent back."""
     ctx.store.set_metrics_before(ctx.run_id, result["before"])
     ctx.progress(phase="done", summary={k: v for k, v in result.items() if k not in ("before", "after")})
-    ctx.commit_artefact("model", work / "model")
+    ctx.commit_artefact("model", model_dir)
     return result["after"]
