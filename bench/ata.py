@@ -22,7 +22,6 @@ import tempfile
 from pathlib import Path
 
 from bench.common import (
-    NoopReporter,
     Options,
     data_file,
     header,
@@ -81,7 +80,7 @@ def run(opts: Options) -> None:
     from core.models.encode import encode
     from core.models.loading import load_model
     from core.training.config import TrainConfig
-    from core.training.trainer import run_training, set_pooling
+    from core.training.trainer import SilentReporter, run_training, set_pooling
 
     set_seeds()
     steps = QUICK_STEPS if opts.quick else STEPS
@@ -108,7 +107,7 @@ def run(opts: Options) -> None:
             set_seeds()
             cfg = TrainConfig(corpus=str(path), recipe="cosent", margin=20.0, examples=steps * BATCH, epochs=1.0,
                               max_steps=steps, batch_size=BATCH, pooling=pooling, seed=0, device="cpu")
-            results[pooling] = run_training(cfg, NoopReporter(), tmp / f"run-{pooling}")
+            results[pooling] = run_training(cfg, SilentReporter(), tmp / f"run-{pooling}")
             if pooling == "ata":
                 saved = tmp / f"run-{pooling}" / "model"
                 reloaded = sts_spearman(load_model(str(saved), "cpu"), stsb)

@@ -32,22 +32,6 @@ class Options:
     quick: bool = False
 
 
-class NoopReporter:
-    """A core.training.trainer.Reporter that records nothing and never asks to stop."""
-
-    def progress(self, **fields) -> None:
-        pass
-
-    def should_stop(self) -> bool:
-        return False
-
-    def log_loss(self, step: int, loss: float) -> None:
-        pass
-
-    def log_eval(self, point: dict) -> None:
-        pass
-
-
 def data_file(name: str) -> Path:
     path = DATA / name
     if not path.is_file():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import NoopReporter, Options, data_file, header, line, set_seeds
+from bench.common import Options, data_file, header, line, set_seeds
 
 BATCH = 32
 SCALE = 20.0
@@ -75,7 +75,7 @@ def train_arm(recipe: str, model_dir: Path, docs: list[str], steps: int, checkpo
     from core.models.loading import load_model
     from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
-    from core.training.trainer import make_trainer
+    from core.training.trainer import SilentReporter, make_trainer
 
     set_seeds()
     # Enough pairs that no pair repeats within the budget (more than one per document when needed).
@@ -87,7 +87,7 @@ def train_arm(recipe: str, model_dir: Path, docs: list[str], steps: int, checkpo
     cfg = TrainConfig(corpus="bbc_news.csv", recipe=recipe, margin=SCALE, batch_size=BATCH, lr=LR,
                       max_steps=steps, warmup_ratio=0.1, seed=0, device="cpu")
     loss = get_recipe(recipe).build_loss(model, cfg)
-    trainer = make_trainer(cfg, model, loss, dataset, work / recipe, NoopReporter())
+    trainer = make_trainer(cfg, model, loss, dataset, work / recipe, SilentReporter())
     mid: dict[str, float] = {}
 
     class Checkpoint(TrainerCallback):

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import NoopReporter, Options, data_file, header, line, load_minilm, load_note, set_seeds
+from bench.common import Options, data_file, header, line, load_minilm, load_note, set_seeds
 
 BATCH = 32
 TRIPLETS, QUICK_TRIPLETS = 2000, 300
@@ -61,7 +61,7 @@ def _layer_run(name: str, cfg_settings: dict, knn_train_max: int, work: Path) ->
     from core.evaluation.evaluate import EvalSettings, compare_layers
     from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
-    from core.training.trainer import make_trainer
+    from core.training.trainer import SilentReporter, make_trainer
 
     cfg = TrainConfig(batch_size=BATCH, seed=0, device="cpu", **cfg_settings)
     recipe = get_recipe(cfg.recipe)
@@ -76,7 +76,7 @@ def _layer_run(name: str, cfg_settings: dict, knn_train_max: int, work: Path) ->
     set_seeds()
     model = copy.deepcopy(reference).requires_grad_(True)
     model.train()
-    trainer = make_trainer(cfg, model, recipe.build_loss(model, cfg), dataset, work / name, NoopReporter())
+    trainer = make_trainer(cfg, model, recipe.build_loss(model, cfg), dataset, work / name, SilentReporter())
     t0 = time.perf_counter()
     out = trainer.train()
     train_s = time.perf_counter() - t0

@@ -30,7 +30,6 @@ import numpy as np
 
 from bench.common import (
     REPO,
-    NoopReporter,
     Options,
     data_file,
     header,
@@ -90,7 +89,7 @@ def _train_arm(base, reference, lists, settings: dict, steps: int, out_dir: Path
     """One arm: the listmle recipe's examples and loss on a fresh copy of ``base``; the trained model and timings."""
     from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
-    from core.training.trainer import make_trainer
+    from core.training.trainer import SilentReporter, make_trainer
 
     recipe = get_recipe("listmle")
     cfg = TrainConfig(corpus=str(data_file("snli.csv")), recipe="listmle", examples=steps * BATCH, epochs=1.0,
@@ -102,7 +101,7 @@ def _train_arm(base, reference, lists, settings: dict, steps: int, out_dir: Path
     set_seeds()
     model = copy.deepcopy(base)  # same initial weights every arm; the copy is not timed
     model.train()
-    trainer = make_trainer(cfg, model, recipe.build_loss(model, cfg), dataset, out_dir, NoopReporter())
+    trainer = make_trainer(cfg, model, recipe.build_loss(model, cfg), dataset, out_dir, SilentReporter())
     t0 = time.perf_counter()
     out = trainer.train()
     wall = time.perf_counter() - t0

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import NoopReporter, Options, data_file, header, line, set_seeds
+from bench.common import Options, data_file, header, line, set_seeds
 
 MARGINS = (0.1, 5.0)
 PUBLISHED = {0.1: (80.6, 35.2), 5.0: (81.3, 29.6)}  # P, S after 50k triplets, 5 epochs
@@ -31,7 +31,7 @@ def sst2_subset(folder: Path) -> Path:
 
 def run(opts: Options) -> None:
     from core.training.config import TrainConfig
-    from core.training.trainer import run_training
+    from core.training.trainer import SilentReporter, run_training
 
     set_seeds()
     n_examples = 300 if opts.quick else 2000
@@ -44,7 +44,7 @@ def run(opts: Options) -> None:
             cfg = TrainConfig(corpus=str(corpus), recipe="triplet", margin=margin, distance="cosine",
                               examples=n_examples, epochs=1.0, batch_size=32, seed=0, device="cpu")
             t0 = time.perf_counter()
-            results[margin] = run_training(cfg, NoopReporter(), tmp / f"run-{margin}")
+            results[margin] = run_training(cfg, SilentReporter(), tmp / f"run-{margin}")
             walls[margin] = time.perf_counter() - t0
 
     before = results[MARGINS[0]]["before"]

@@ -19,7 +19,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from bench.common import NoopReporter, Options, data_file, header, line, load_note, ratio, set_seeds
+from bench.common import Options, data_file, header, line, load_note, ratio, set_seeds
+from core.training.trainer import SilentReporter
 
 BATCH = 32
 STEPS = 100
@@ -30,7 +31,7 @@ MIDDLE = ("fixed:2", "fixed:3")  # full size only
 QUARTERS = 4
 
 
-class Recorder(NoopReporter):
+class Recorder(SilentReporter):
     """Keeps the logged training losses and the last value of every progress field (the band phases)."""
 
     def __init__(self) -> None:

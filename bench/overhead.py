@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import NoopReporter, Options, header, line, load_minilm, load_note, runs_note, set_seeds, sst2_texts
+from bench.common import Options, header, line, load_minilm, load_note, runs_note, set_seeds, sst2_texts
 
 BATCH = 32
 LR = 3e-5
@@ -52,7 +52,7 @@ def run(opts: Options) -> None:
     from core.data.mining import MiningSettings, mine
     from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
-    from core.training.trainer import make_trainer
+    from core.training.trainer import SilentReporter, make_trainer
 
     set_seeds()
     n_examples = 96 if opts.quick else 600
@@ -77,7 +77,7 @@ def run(opts: Options) -> None:
         loss = recipe.build_loss(model, cfg)
         t0 = time.perf_counter()
         if arm == "ours":
-            trainer = make_trainer(cfg, model, loss, data, tmp / arm, NoopReporter())
+            trainer = make_trainer(cfg, model, loss, data, tmp / arm, SilentReporter())
         else:
             trainer = bare_trainer(model, loss, data, tmp / arm)
         out = trainer.train()

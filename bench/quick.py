@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import NoopReporter, Options, data_file, header, line, load_note, set_seeds
+from bench.common import Options, data_file, header, line, load_note, set_seeds
 from bench.margin import sst2_subset
 
 FIDELITY_MARGINS = (0.1, 5.0)
@@ -109,7 +109,7 @@ def _speed(opts: Options) -> None:
 def _fidelity(opts: Options) -> None:
     from core.jobs.quick import quick_config
     from core.training.config import TrainConfig
-    from core.training.trainer import run_training
+    from core.training.trainer import SilentReporter, run_training
 
     with tempfile.TemporaryDirectory(prefix="bench-quick-") as tmp:
         tmp = Path(tmp)
@@ -120,7 +120,7 @@ def _fidelity(opts: Options) -> None:
             for arm, full in (("top-2 quick", False), ("all layers", True)):
                 set_seeds()
                 cfg = TrainConfig.from_dict(quick_config(base, margin, full=full))
-                results[margin, arm] = run_training(cfg, NoopReporter(), tmp / f"{margin}-{arm}")
+                results[margin, arm] = run_training(cfg, SilentReporter(), tmp / f"{margin}-{arm}")
     before = next(iter(results.values()))["before"]
     header("quick: fidelity of the top-2 quick model to a full fine-tune (seed 000 trend)",
            f"SST-2{' (quick subset: 3,000 train / 200 targets)' if opts.quick else ''}, all-MiniLM-L6-v2, the "

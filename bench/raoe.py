@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import (
-    NoopReporter,
     Options,
     data_file,
     header,
@@ -99,7 +98,7 @@ def _train_arm(base, reference, corpus, corpus_path: Path, recipe_name: str, set
     """One arm: the recipe's examples and loss on a fresh copy of ``base``; the trained model and its timings."""
     from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
-    from core.training.trainer import make_trainer
+    from core.training.trainer import SilentReporter, make_trainer
 
     recipe = get_recipe(recipe_name)
     cfg = TrainConfig(corpus=str(corpus_path), recipe=recipe_name, examples=n_examples, epochs=1.0,
@@ -109,7 +108,7 @@ def _train_arm(base, reference, corpus, corpus_path: Path, recipe_name: str, set
     set_seeds()
     model = copy.deepcopy(base)  # same initial weights every arm; the copy is not timed
     model.train()
-    trainer = make_trainer(cfg, model, recipe.build_loss(model, cfg), dataset, out_dir, NoopReporter())
+    trainer = make_trainer(cfg, model, recipe.build_loss(model, cfg), dataset, out_dir, SilentReporter())
     timer = _step_timer()
     trainer.add_callback(timer)
     t0 = time.perf_counter()

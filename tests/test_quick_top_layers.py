@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import core.jobs.quick
-from bench.common import NoopReporter
 from core import cli
 from core.analysis.tradeoff import tradeoff_points
 from core.data.corpus import demo_corpus_path, load_corpus
@@ -27,7 +26,7 @@ from core.runs.store import RunStore
 from core.storage import cache_dir
 from core.training.config import TrainConfig
 from core.training.top_layers import TopLayers, split_layer, top_layers_view
-from core.training.trainer import run_training
+from core.training.trainer import SilentReporter, run_training
 from tests.tiny_model import build_tiny_model
 
 TEXTS = ["a short one", "the film was long, slow and far too loud for its own good", "x", "great cast",
@@ -105,7 +104,7 @@ def test_training_changes_only_the_top_layers_and_the_point_is_the_saved_models(
     cfg = TrainConfig(corpus=str(demo_corpus_path()), model=str(deep_dir), top_layers=2, examples=32, batch_size=16,
                       lr=1e-3)
     before = load_model(str(deep_dir), device="cpu").state_dict()
-    result = run_training(cfg, NoopReporter(), tmp_path)
+    result = run_training(cfg, SilentReporter(), tmp_path)
     saved = load_model(str(tmp_path / "model"), device="cpu")
     after = saved.state_dict()
     changed = {name for name, value in after.items() if not torch.equal(value, before[name])}
