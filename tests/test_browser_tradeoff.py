@@ -99,8 +99,9 @@ def test_points_are_labelled_and_error_bars_switch_at_1280_px(server, narrow_pag
     assert captions.filter(has_text="the Train page's \"Available\"").is_visible()  # why this many triplets
 
     page.locator('[data-testid="stButtonGroup"] button', has_text="SD over targets").click()
-    page.wait_for_function("() => document.querySelector('.js-plotly-plot').layout.title.text"
-                           ".includes('standard deviation over targets')")
+    # while Streamlit redraws the chart its element briefly has no layout yet
+    page.wait_for_function("() => document.querySelector('.js-plotly-plot')?.layout?.title?.text"
+                           "?.includes('standard deviation over targets')")
     wait_idle(page)
     assert_no_errors(page)
     state = plot_state(page)
