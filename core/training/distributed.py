@@ -11,8 +11,6 @@ rest of DDP (sharded batches, gradient all-reduce) from the process group set up
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
 import os
 
 import torch
@@ -22,6 +20,7 @@ from transformers import TrainerCallback
 
 from core.errors import UserError
 from core.models.loading import visible_gpus
+from core.storage import key_hash
 
 # Rank 0 loads, evaluates and mines before the other ranks' first collective (they wait in the examples broadcast),
 # so a collective may wait as long as that takes on a big corpus. A rank that dies is noticed at once (its
@@ -121,8 +120,7 @@ def log(message: str) -> None:
 
 def examples_digest(dataset: Dataset) -> str:
     """A short fingerprint of a dataset's rows in order (what two ranks must agree on)."""
-    text = json.dumps(dataset.to_dict(), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return key_hash(dataset.to_dict())
 
 
 class StopSync(TrainerCallback):
