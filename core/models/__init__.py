@@ -5,7 +5,10 @@
   ``model_fingerprint``.
 - ``encode``: one forward pass per batch through the model's own modules for pooled embeddings, every layer's
   mean and attentions, with a disk cache: ``encode``, ``encode_cached``, ``count_overlong``, ``eager_attention``
-  (attention probabilities need eager kernels).
+  (attention probabilities need eager kernels); ``encode_batch`` is one batch's forward, the unit a pool worker runs.
+- ``encode_pool``: on CPU, encode's batches spread over persistent single-thread worker processes (two of them encode
+  about 2x as fast as one process on two threads on a busy 2-core machine), used when ``pool_size`` says so:
+  ``pool_size``, ``workers``, ``pool_for``, ``shutdown``, ``EncodePool``, ``WorkerError``.
 - ``ata``: anchor-token-aware pooling as sentence-transformers modules: ``ATATransformer``, ``ATAPooling``,
   ``ata_weights``, ``build_ata_model``, ``load_allowing_ata``.
 """

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from sentence_transformers.util import batch_to_device
 
+from core.models import encode_pool
 from core.models.loading import model_fingerprint
 from core.storage import embeddings_entry, load_array, streamed_array
 
@@ -28,6 +29,16 @@ class Encoded:
     layers: np.ndarray | None = None  # (n_layers + 1, n, hidden): masked mean of each hidden state; 0 = embeddings
     attentions: list[np.ndarray] | None = None  # per text: last-layer attention (heads, S, S), padding removed
     tokens: list[list[str]] | None = None  # per text, when attentions are requested
+
+
+@dataclass
+class Batch:
+    """One batch's outputs, rows in the batch's order: what encode writes, and what a pool worker sends back."""
+
+    pooled: np.ndarray  # (b, d)
+    layers: np.ndarray | None = None  # (n_layers + 1, b, hidden)
+    attentions: list[np.ndarray] | None = None
+    tokens: list[list[str]] | None = None
 
 
 @contextmanager
@@ -89,6 +100,23 @@ def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
 
 
+@torch.inference_mode()
+def encode_batch(model, texts: Sequence[str], layers: bool, attentions: bool = False) -> Batch:
+    """One batch through the model, as numpy: encode's unit of work, run in this process or in a pool worker."""
+    feats, out = _forward(model, texts, layers, attentions)
+    mask = feats["attention_mask"]
+    batch = Batch(pooled=feats["sentence_embedding"].float().cpu().numpy())
+    if layers:
+        batch.layers = torch.stack([_mean_pool(h, mask) for h in out.hidden_states]).float().cpu().numpy()
+    if attentions:
+        last = out.attentions[-1].float().cpu()
+        lengths = [int(m.sum()) for m in mask]
+        batch.attentions = [last[row, :, :length, :length].numpy() for row, length in enumerate(lengths)]
+        batch.tokens = [model.tokenizer.convert_ids_to_tokens(ids[:length].tolist())
+                        for ids, length in zip(feats["input_ids"], lengths)]
+    return batch
+
+
 def _in_memory(_kind: str, shape: tuple[int, ...]) -> np.ndarray:
     """encode's default target: a new array for each output."""
     return np.empty(shape, dtype=np.float32)
@@ -119,35 +147,36 @@ def encode(
                        layers=np.zeros((config.num_hidden_layers + 1, 0, config.hidden_size), dtype=np.float32)
                        if layers else None)
     order = np.argsort([-len(t) for t in texts], kind="stable")
+    batches = [order[start : start + batch_size] for start in range(0, n, batch_size)]
     was_training = model.training
     model.eval()
     pooled = per_layer = None
     attn: list[np.ndarray] = [None] * n if attentions else []
     toks: list[list[str]] = [None] * n if attentions else []
-    tokenizer = model.tokenizer
+    done = 0
+
+    def write(rows: np.ndarray, batch: Batch) -> None:
+        nonlocal pooled, per_layer, done
+        if pooled is None:
+            pooled = into("pooled", (n, *batch.pooled.shape[1:]))
+        pooled[rows] = batch.pooled
+        if layers:
+            if per_layer is None:
+                per_layer = into("layers", (batch.layers.shape[0], n, batch.layers.shape[2]))
+            per_layer[:, rows] = batch.layers
+        for i, att, tok in zip(rows, batch.attentions or [], batch.tokens or []):
+            attn[i], toks[i] = att, tok
+        done += len(rows)
+        if progress:
+            progress(done, n)
+
     try:
-        with eager_attention(model[0].auto_model, attentions):
-            for start in range(0, n, batch_size):
-                rows = order[start : start + batch_size]
-                feats, out = _forward(model, [texts[i] for i in rows], layers, attentions)
-                batch = feats["sentence_embedding"].float().cpu().numpy()
-                if pooled is None:
-                    pooled = into("pooled", (n, *batch.shape[1:]))
-                pooled[rows] = batch
-                mask = feats["attention_mask"]
-                if layers:
-                    means = torch.stack([_mean_pool(h, mask) for h in out.hidden_states]).float().cpu().numpy()
-                    if per_layer is None:
-                        per_layer = into("layers", (means.shape[0], n, means.shape[2]))
-                    per_layer[:, rows] = means
-                if attentions:
-                    last = out.attentions[-1].float().cpu()
-                    for row, (ids, i) in enumerate(zip(feats["input_ids"], rows)):
-                        length = int(mask[row].sum())
-                        attn[i] = last[row, :, :length, :length].numpy()
-                        toks[i] = tokenizer.convert_ids_to_tokens(ids[:length].tolist())
-                if progress:
-                    progress(min(start + batch_size, n), n)
+        # On CPU, worker processes of one thread each (core.models.encode_pool) when its policy says so.
+        pool = encode_pool.pool_for(model, len(batches), attentions)
+        if pool is None or not pool.run(model, texts, batches, encode_batch, (layers,), write):
+            with eager_attention(model[0].auto_model, attentions):
+                for rows in batches:
+                    write(rows, encode_batch(model, [texts[i] for i in rows], layers, attentions))
     finally:
         model.train(was_training)
     return Encoded(embeddings=pooled, layers=per_layer, attentions=attn if attentions else None,
