@@ -616,7 +616,7 @@ def _clean_labels(series: pd.Series, col: str) -> pd.Series:
     as_str = series.map(lambda v: None if is_missing(v) or str(v).strip() == "" else str(v).strip()).astype(object)
     present = as_str.notna()
     if present.any() and as_str[present].map(lambda v: INT_RE.fullmatch(v) is not None).all():
-        return as_str.map(lambda v: None if v is None else str(int(v))).astype(object)  # exact, as above
+        return as_str.map(lambda v: None if is_missing(v) else str(int(v))).astype(object)  # exact, as above
     numbers = pd.to_numeric(as_str[present], errors="coerce")
     if present.any() and numbers.notna().all():
         return _numeric_labels(pd.to_numeric(as_str, errors="coerce").astype(float), col)
