@@ -12,10 +12,9 @@ from core.data.kinds import table_kind
 from core.data.lists import ListColumns, detect_list_columns
 from core.data.pairs import PairColumns, detect_pair_columns
 from core.errors import UserError
-from core.evaluation.evaluate import EvalSettings, evaluate
+from core.evaluation.corpus_eval import evaluate_corpus
+from core.evaluation.evaluate import EvalSettings
 from core.evaluation.headline import HEADLINE
-from core.evaluation.ordering import evaluate_lists
-from core.evaluation.sts import evaluate_pairs
 from core.models.encode import count_overlong
 from ui.corpus_view import (
     balance_figure,
@@ -318,7 +317,8 @@ def show_sts_evaluation(corpus) -> None:
     st.caption(f"**STS Spearman**: rank correlation between the reference model's cosine of each "
                f"{corpus.target_split} pair and its gold score, x100.")
     r = reference_result(corpus, "Run STS evaluation",
-                         lambda model, model_name, _bar: evaluate_pairs(model, corpus, model_name))
+                         lambda model, model_name, bar: evaluate_corpus(model, model, corpus, progress=bar,
+                                                                        model_name=model_name))
     if r is not None:
         st.columns(4)[0].metric("STS Spearman", f"{r['sts_spearman']:.1f}", border=True,
                                 help=f"Over {r['n_pairs']:,} {r['target_split']} pairs.")
@@ -331,8 +331,8 @@ def show_list_evaluation(corpus) -> None:
                "**Kendall tau**: rank correlation between the cosine order and the list order (1 = the same order, "
                "-1 = reversed), mean over the lists.")
     r = reference_result(corpus, "Run ordering evaluation",
-                         lambda model, model_name, bar: evaluate_lists(
-                             model, corpus, model_name, progress=lambda d, t: bar("Encoding the lists", d, t)))
+                         lambda model, model_name, bar: evaluate_corpus(model, model, corpus, progress=bar,
+                                                                        model_name=model_name))
     if r is not None:
         for card, (key, metric) in zip(st.columns(4), ORDERING.items()):
             card.metric(metric.short, metric.text(r[key]), border=True,
@@ -345,8 +345,8 @@ def show_evaluation(corpus) -> None:
                f"training texts that share its label (class separation). **S@{SETTINGS.k}**: their cosine to it "
                "under the reference model (kept meaning). Both x100.")
     r = reference_result(corpus, "Run reference evaluation",
-                         lambda model, model_name, bar: evaluate(model, model, corpus, SETTINGS, progress=bar,
-                                                                 model_name=model_name))
+                         lambda model, model_name, bar: evaluate_corpus(model, model, corpus, SETTINGS, progress=bar,
+                                                                        model_name=model_name))
     if r is None:
         return
     cards = st.columns(4)

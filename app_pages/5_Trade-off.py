@@ -21,7 +21,7 @@ from core.analysis.tradeoff import (
 )
 from core.errors import UserError
 from core.evaluation.uncertainty import ERROR_BARS
-from core.jobs.quick import quick_run, quick_text, quick_top_layers
+from core.jobs.quick import QUICK_RECIPE, quick_run, quick_text, quick_top_layers
 from ui.run_control import corpus_fields, keep_warm
 from ui.run_panel import progress_text
 
@@ -141,7 +141,7 @@ def margin_slider() -> float | None:
 def start_quick(margin: float, full: bool = False) -> None:
     """Start (or find) the quick run, then redraw: a run that is already done belongs on the plot above."""
     with ui.guard("Starting the quick model") as outcome:
-        base = {**corpus_fields(), "model": ui.state.model_name(), "recipe": "triplet"}
+        base = {**corpus_fields(), "model": ui.state.model_name(), "recipe": QUICK_RECIPE}
         quick_runs[margin, full] = quick_run(runs, base, margin, full=full)
     if not outcome.failed:
         st.rerun()

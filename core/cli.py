@@ -97,48 +97,34 @@ def _load_corpus(args):
 
 
 def cmd_evaluate(args) -> dict:
-    from core.data.kinds import corpus_kind
-    from core.evaluation.evaluate import EvalSettings, evaluate
+    """The reference evaluation of any corpus kind (core.evaluation.corpus_eval): P@k / S@k / kNN of labelled texts,
+    STS Spearman of pairs, ordering of lists."""
+    from core.data.kinds import KIND_NAMES, corpus_kind, load_any
+    from core.evaluation.corpus_eval import evaluate_corpus
+    from core.evaluation.evaluate import EvalSettings
 
     k = K_PARAM.parse(args.k)
     kind = corpus_kind(args.corpus)
-    if kind != "labelled":
-        return _evaluate_other(args, kind)
-    corpus = _load_corpus(args)
-    model = load_model(args.model, args.device)
-    reference = model if args.reference in (None, args.model) else load_model(args.reference, args.device)
-    settings = EvalSettings(k=k, knn_metric=args.knn_metric)
-    bars = TqdmPhases()
-    try:
-        result = evaluate(model, reference, corpus, settings, progress=bars,
-                          model_name=args.model or "all-MiniLM-L6-v2")
-    finally:
-        bars.close()
-    result["reference"] = args.reference or result["model"]
-    result["targets"] = corpus.target_split
-    result["kind"] = "labelled"
-    return result
-
-
-def _evaluate_other(args, kind: str) -> dict:
-    """A pair corpus (text1, text2, score) is judged by STS Spearman, a list corpus by its ordering metrics."""
-    from core.data.kinds import KIND_NAMES, load_any
-    from core.evaluation.ordering import evaluate_lists
-    from core.evaluation.sts import evaluate_pairs
-
-    if args.drop_leaked:
+    if kind != "labelled" and args.drop_leaked:
         raise UserError(f"--drop-leaked drops test texts that are also training texts of {KIND_NAMES['labelled']}; "
                         f"{args.corpus} is {KIND_NAMES[kind]}, so leave the flag out.")
-    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col)
+    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
+                      drop_leaked=args.drop_leaked)
     _warn(corpus)
-    model, name = load_model(args.model, args.device), args.model or "all-MiniLM-L6-v2"
-    if corpus.kind == "pairs":
-        return evaluate_pairs(model, corpus, name)
+    model = load_model(args.model, args.device)
+    labelled = kind == "labelled"
+    reference = model if not labelled or args.reference in (None, args.model) else load_model(args.reference,
+                                                                                             args.device)
     bars = TqdmPhases()
     try:
-        return evaluate_lists(model, corpus, name, progress=lambda d, t: bars("encoding list members", d, t))
+        result = evaluate_corpus(model, reference, corpus, EvalSettings(k=k, knn_metric=args.knn_metric),
+                                 progress=bars, model_name=args.model or "all-MiniLM-L6-v2")
     finally:
         bars.close()
+    if labelled:
+        result["reference"] = args.reference or result["model"]
+        result["targets"] = corpus.target_split
+    return result
 
 
 def cmd_layers(args) -> dict:
@@ -352,7 +338,8 @@ def _finish_run(store, run, args) -> dict:
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
         raise RunFailed(code, f"run {run.id} failed: {run.error} (log: {store.run_dir(run.id) / 'worker.log'})")
     result = {"run_id": run.id, "status": run.status, "model_path": run.artefacts.get("model"),
-              "before": run.before, "after": run.metrics_after}
+              "before": run.before, "after": run.metrics_after,
+              "timings": (run.progress.get("summary") or {}).get("timings")}
     if run.status == "done" and args.out:
         from core.runs.export import export_run
 
@@ -403,11 +390,11 @@ def cmd_quick(args) -> dict:
     """The Trade-off page's quick margin point: a triplet run with the quick budget (top layers only unless
     --full), reused when one exists; `seconds` is the wall time from this call to the evaluated point."""
     from core.jobs import standby
-    from core.jobs.quick import find_quick, quick_config, quick_run
+    from core.jobs.quick import QUICK_RECIPE, find_quick, quick_config, quick_run
 
     t0 = time.monotonic()
-    margin = get_recipe("triplet").knob_param.parse(args.margin)
-    base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": "triplet",
+    margin = get_recipe(QUICK_RECIPE).knob_param.parse(args.margin)
+    base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": QUICK_RECIPE,
             "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device,
             "drop_leaked": args.drop_leaked}
     config = quick_config({k: v for k, v in base.items() if v is not None}, margin, full=args.full)
@@ -420,8 +407,7 @@ def cmd_quick(args) -> dict:
     result = _finish_run(store, run, args)
     layers = f"top-{config['top_layers']} quick" if config["top_layers"] else "quick, all layers"
     return {"run_id": run.id, "seconds": round(time.monotonic() - t0, 2), "mode": f"{layers}, {start}",
-            "before": result["before"], "after": result["after"],
-            "timings": run.progress.get("summary", {}).get("timings")}
+            "before": result["before"], "after": result["after"], "timings": result["timings"]}
 
 
 def cmd_crop(args) -> dict:
@@ -483,6 +469,9 @@ def _print_train(r: dict) -> None:
             shown = [f"{metric.short.format(k=m.get('k', 'k'))} {metric.text(m[metric.key])}"
                      for metric in HEADLINE if m.get(metric.key) is not None]
             print(f"{name:>6}: " + "  ".join(shown))
+    if r.get("timings"):
+        print("timings: " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {seconds:.1f} s"
+                                      for name, seconds in r["timings"].items()))
     if r.get("export"):
         print(f"exported to {r['export']['dir']}")
 

@@ -40,12 +40,17 @@ def home() -> Path:
 
 
 def cache_dir(kind: str) -> Path:
-    """home/cache/<kind>: 'embeddings', 'projections', 'examples'; clearing home/cache clears them all."""
+    """home/cache/<kind>: 'embeddings', 'projections', 'examples', 'results'; clearing home/cache clears them all."""
     return home() / "cache" / kind
 
 
 def exports_dir() -> Path:
     return home() / "exports"
+
+
+def encode_rates_file() -> Path:
+    """This machine's measured encoding rates (core.models.rates), beside the caches: clearing them clears it."""
+    return home() / "cache" / "encode_rates.json"
 
 
 def corpora_dir() -> Path:
@@ -98,6 +103,12 @@ def embeddings_entry(model_fingerprint: str, texts: Sequence[str], kind: str) ->
 def projection_entry(key_parts: object) -> Path:
     """A 2-D map, keyed by what it was computed from (analysis.projection builds the parts)."""
     return cache_dir("projections") / f"{key_hash(key_parts)}.npy"
+
+
+def result_entry(key_parts: object) -> Path:
+    """An evaluation's result (a JSON object), keyed by the fingerprints of the models, the corpus and the settings
+    it was computed from (core.evaluation.corpus_eval builds the parts)."""
+    return cache_dir("results") / f"{key_hash(key_parts)}.json"
 
 
 def examples_entry(corpus_key: str, model_fingerprint: str, fmt: str, settings: Sequence[object]) -> Path:
@@ -224,6 +235,24 @@ def cached_array(path: Path, compute: Callable[[], np.ndarray], shape: Sequence[
         return found
     result = np.asarray(compute())
     save_array(path, result)
+    return result
+
+
+def _plain(obj: object) -> object:
+    """numpy scalars and arrays as the JSON numbers and lists they hold."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"cannot store {type(obj).__name__} as JSON")
+
+
+def cached_json(path: Path, compute: Callable[[], dict]) -> dict:
+    """The JSON object cached at `path`, or compute() saved there atomically."""
+    found = _load_entry(path, lambda p, _meta: json.loads(p.read_text()), "shape", None)
+    if isinstance(found, dict):
+        return found
+    result = compute()
+    with _entry(path, {"shape": []}) as tmp:
+        tmp.write_text(json.dumps(result, default=_plain))
     return result
 
 

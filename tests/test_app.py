@@ -44,11 +44,11 @@ def test_corpus_page_reports_charts_and_evaluates_once(corpus_page, monkeypatch)
     assert len(at.get("plotly_chart")) == 1
     assert len(at.dataframe) == 1
 
-    import core.evaluation.evaluate
+    import core.evaluation.corpus_eval
 
     calls = []
-    real = core.evaluation.evaluate.evaluate
-    monkeypatch.setattr(core.evaluation.evaluate, "evaluate", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = core.evaluation.corpus_eval.evaluate
+    monkeypatch.setattr(core.evaluation.corpus_eval, "evaluate", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     next(b for b in at.button if b.label == "Run reference evaluation").click().run()
     assert not at.exception and not at.error
     cards = metrics(at)

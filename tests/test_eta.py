@@ -31,20 +31,20 @@ def steps_left(eta: RunEta, step_s: float) -> list[float]:
 def test_the_benchmark_case_counts_the_evaluation_after_training():
     """At step 2 of 12 with 167 s of training left, an 80 s after-evaluation and a 1 s save, the run has 248 s left;
     the old ETA said 168 s (training only)."""
-    eta = RunEta(total_steps=12, before_s=80.0, save_s=1.0)
+    eta = RunEta(total_steps=12, eval_s=80.0, save_s=1.0)
     assert eta.training(1, 16.7) is not None
     assert eta.training(2, 33.4) == pytest.approx(10 * 16.7 + 80 + 1)
 
 
 def test_counts_down_step_by_step_to_the_final_evaluation_and_save():
-    eta = RunEta(total_steps=10, before_s=5.0, save_s=1.0)
+    eta = RunEta(total_steps=10, eval_s=5.0, save_s=1.0)
     left = steps_left(eta, 2.0)
     assert all(a > b for a, b in zip(left, left[1:]))
     assert left[0] == pytest.approx(9 * 2 + 5 + 1) and left[-1] == pytest.approx(5 + 1)
 
 
 def test_in_training_evaluations_are_counted_and_none_at_the_last_step():
-    eta = RunEta(total_steps=12, eval_every=4, before_s=10.0, save_s=0.0)
+    eta = RunEta(total_steps=12, eval_every=4, eval_s=10.0, save_s=0.0)
     assert [eta.evaluations_left(s) for s in (0, 2, 4, 7, 8, 11, 12)] == [2, 2, 1, 1, 0, 0, 0]
     assert eta.training(2, 2.0) == pytest.approx(10 * 1 + (2 + 1) * 10)  # at 4 and 8, then after training
     divides = RunEta(total_steps=12, eval_every=3)
@@ -52,7 +52,7 @@ def test_in_training_evaluations_are_counted_and_none_at_the_last_step():
 
 
 def test_a_measured_evaluation_replaces_the_estimate_and_counts_down_while_it_runs():
-    eta = RunEta(total_steps=12, eval_every=4, before_s=10.0, save_s=1.0)
+    eta = RunEta(total_steps=12, eval_every=4, eval_s=10.0, save_s=1.0)
     eta.training(4, 4.0)
     at_start = eta.evaluating(4, 0.0, 0.0)
     assert at_start == pytest.approx(10 + 8 * 1 + 2 * 10 + 1)  # this one, the rest, one at 8, after, save
@@ -65,7 +65,7 @@ def test_a_measured_evaluation_replaces_the_estimate_and_counts_down_while_it_ru
 
 
 def test_the_evaluation_after_training_counts_down_from_its_encoding_then_saving():
-    eta = RunEta(total_steps=4, before_s=8.0, save_s=2.0)
+    eta = RunEta(total_steps=4, eval_s=8.0, save_s=2.0)
     shown = [eta.final(elapsed, share) for elapsed, share in ((0, 0), (2, 0.25), (4, 0.5), (8, 1.0))]
     assert shown == pytest.approx([10, 8, 6, 2])
     assert eta.saving(0.0) == 2.0 and eta.saving(1.5) == 0.5 and eta.saving(5.0) == 0.0
@@ -77,28 +77,30 @@ def test_the_first_step_set_up_is_left_out_of_the_step_rate():
     assert eta.training(2, 11.0) == pytest.approx(8 * 1.0)  # later steps take 1 s
 
 
-def test_a_cached_before_evaluation_adds_the_encoding_at_the_training_rate():
-    """Served from the embedding cache, the before-evaluation timed only the scoring; a training step of 32 texts
-    taking 3 s encodes, forward only, 32 texts a second, so 320 texts take 10 s."""
-    eta = RunEta(total_steps=5, before_s=2.0, before_passes=0, eval_texts=320, texts_per_step=32)
+def test_without_a_measured_encode_rate_the_encoding_counts_at_the_training_rate():
+    """No rate measured on this machine yet: the scoring time known, a training step of 32 texts taking 3 s encodes,
+    forward only, 32 texts a second, so 320 texts take 10 s."""
+    eta = RunEta(total_steps=5, score_s=2.0, eval_texts=320, texts_per_step=32)
     assert eta.evaluation_s() == 2.0  # no step measured yet
     eta.training(1, 3.0)
     assert eta.evaluation_s() == pytest.approx(2.0 + 320 / 32 * 3.0 / FORWARD_BACKWARD)
 
 
-def test_a_before_evaluation_of_two_models_counts_per_model():
-    assert RunEta(total_steps=5, before_s=12.0, before_passes=2).evaluation_s() == 6.0
+def test_an_evaluation_estimated_from_the_encode_rate_wins_over_the_training_rate():
+    eta = RunEta(total_steps=5, eval_s=12.0, score_s=2.0, eval_texts=320, texts_per_step=32)
+    eta.training(1, 3.0)
+    assert eta.evaluation_s() == 12.0
 
 
 def test_without_in_training_evaluation_only_the_final_one_counts():
-    eta = RunEta(total_steps=10, eval_every=0, before_s=3.0)
+    eta = RunEta(total_steps=10, eval_every=0, eval_s=3.0)
     assert [eta.evaluations_left(s) for s in (0, 5, 10)] == [0, 0, 0]
     assert eta.training(5, 5.0) == pytest.approx(5 + 3)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, -5.0])
 def test_never_negative_nor_non_finite(bad):
-    eta = RunEta(total_steps=10, eval_every=3, before_s=bad, save_s=bad)
+    eta = RunEta(total_steps=10, eval_every=3, eval_s=bad, score_s=bad, save_s=bad)
     eta.add_evaluation(bad)
     assert eta.training(0, 1.0) is None and eta.training(3, bad) is None
     eta.training(3, 3.0)
@@ -114,7 +116,7 @@ def test_before_the_first_step_there_is_no_estimate():
 
 
 def test_a_cancelled_run_has_nothing_left():
-    eta = RunEta(total_steps=100, eval_every=10, before_s=30.0, save_s=2.0)
+    eta = RunEta(total_steps=100, eval_every=10, eval_s=30.0, save_s=2.0)
     assert eta.training(5, 5.0) > 100
     eta.cancel()
     assert [eta.training(6, 6.0), eta.evaluating(6, 1.0, 0.5), eta.final(1.0, 0.5), eta.saving(0.0)] == [0] * 4
@@ -133,6 +135,59 @@ def test_encode_share_sums_the_phases_of_one_evaluation():
     assert share.update("encoding test", 20, 20) == 1.0 and (share.done, share.total) == (100, 100)
     unknown = EncodeShare(0)  # texts not known up front: the phases' own totals
     assert unknown.update("target lists", 3, 12) == pytest.approx(0.25) and unknown.total == 12
+
+
+# --- a whole run on a fake clock ----------------------------------------------------------------------------------
+
+
+def simulated_run(steps: int, step_s: float, first_extra_s: float, eval_every: int, eval_texts: int,
+                  measured_rate: float, true_rate: float, score_s: float, save_s: float) -> list[tuple[float, float]]:
+    """(time, ETA shown) at every report of a run, as the trainer makes them, on a fake clock: the before-evaluation
+    came from the cache (its result carries the scoring time), the encode rate was measured by an earlier run on
+    this machine (`measured_rate`); the evaluations really encode at `true_rate`. Returns the reports and, last,
+    (end time, 0)."""
+    eta = RunEta(total_steps=steps, eval_every=eval_every, eval_s=score_s + eval_texts / measured_rate,
+                 score_s=score_s, eval_texts=eval_texts, texts_per_step=32, save_s=save_s)
+    evaluation = score_s + eval_texts / true_rate
+    now, train_s, shown = 6.0, 0.0, []  # loading, the cached before-evaluation and the examples took 6 s
+
+    def evaluate(estimate) -> None:
+        nonlocal now
+        start = now
+        for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):  # encode progress reports through the evaluation
+            now = start + fraction * (evaluation - score_s)
+            shown.append((now, estimate(now - start, fraction)))
+        now = start + evaluation
+
+    for step in range(1, steps + 1):
+        took = step_s + (first_extra_s if step == 1 else 0.0)
+        now, train_s = now + took, train_s + took
+        left = eta.training(step, train_s)
+        if left is not None:
+            shown.append((now, left))
+        if eval_every and step % eval_every == 0 and step < steps:
+            start = now
+            evaluate(lambda elapsed, fraction, step=step: eta.evaluating(step, elapsed, fraction))
+            eta.add_evaluation(now - start)
+    evaluate(eta.final)
+    shown.append((now, eta.saving(0.0)))
+    now += save_s
+    return [*shown, (now, 0.0)]
+
+
+@pytest.mark.parametrize(("eval_every", "steps", "rate_error"), [(25, 100, 1.2), (0, 40, 0.8), (10, 60, 1.25)],
+                         ids=["labelled-evals", "pairs", "slow-machine"])
+def test_the_eta_is_within_30_percent_at_a_quarter_half_and_three_quarters_of_a_run(eval_every, steps, rate_error):
+    """The time left shown at 25 %, 50 % and 75 % of a run's wall time is within +-30 % of the time really left,
+    with evaluations that take a fifth of the run or more and an encode rate measured earlier that is 20-25 % off
+    what this run gets."""
+    reports = simulated_run(steps, step_s=0.5, first_extra_s=2.0, eval_every=eval_every, eval_texts=3000,
+                            measured_rate=100.0, true_rate=100.0 / rate_error, score_s=2.0, save_s=1.0)
+    end = reports[-1][0]
+    for share in (0.25, 0.5, 0.75):
+        when, shown = max((r for r in reports if r[0] <= share * end), key=lambda r: r[0])
+        left = end - when
+        assert abs(shown - left) <= 0.3 * left, (share, shown, left)
 
 
 # --- the run panel's words ----------------------------------------------------------------------------------------
@@ -190,7 +245,7 @@ class Recorder:
 def counted(monkeypatch) -> dict[str, int]:
     """How often the trainer evaluates in training and run_training evaluates around it."""
     counts = {"in_training": 0, "around": 0}
-    call, evaluate = TradeoffEvaluator.__call__, trainer._evaluate
+    call, evaluate = TradeoffEvaluator.__call__, trainer.evaluate_corpus
 
     def in_training(self, *args, **kwargs):
         counts["in_training"] += 1
@@ -201,7 +256,7 @@ def counted(monkeypatch) -> dict[str, int]:
         return evaluate(*args, **kwargs)
 
     monkeypatch.setattr(TradeoffEvaluator, "__call__", in_training)
-    monkeypatch.setattr(trainer, "_evaluate", around)
+    monkeypatch.setattr(trainer, "evaluate_corpus", around)
     return counts
 
 

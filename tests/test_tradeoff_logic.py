@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import core.data.mining
-import core.evaluation.evaluate
+import core.evaluation.corpus_eval
 import core.jobs.quick
 from core.analysis.tradeoff import MARGIN_STEPS, margin_constraint_share, tradeoff_points
 from core.data.corpus import demo_corpus_path, load_corpus
@@ -59,9 +59,11 @@ def corpus():
 
 @pytest.fixture
 def count_evaluations(monkeypatch) -> list:
+    """The evaluations the trade-off asks for (each may then be read from the result cache)."""
     calls: list = []
-    real = core.evaluation.evaluate.evaluate
-    monkeypatch.setattr(core.evaluation.evaluate, "evaluate", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = core.evaluation.corpus_eval.evaluate_corpus
+    monkeypatch.setattr(core.evaluation.corpus_eval, "evaluate_corpus",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
     return calls
 
 

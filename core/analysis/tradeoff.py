@@ -66,7 +66,8 @@ def tradeoff_points(
     which only re-ranks cached embeddings. `memo` (e.g. a session dict) keeps points between calls, so a
     newly finished run adds one evaluation and not one per run.
     """
-    from core.evaluation.evaluate import EvalSettings, evaluate
+    from core.evaluation.corpus_eval import evaluate_corpus
+    from core.evaluation.evaluate import EvalSettings
 
     if load_model is None:
         from core.models.loading import load_model as load
@@ -85,11 +86,12 @@ def tradeoff_points(
             if progress:
                 progress("scoring runs", i, len(runs) + 1)
             if run is None:
-                metrics = evaluate(reference, reference, corpus, settings, progress=progress)
+                metrics = evaluate_corpus(reference, reference, corpus, settings, progress=progress)
             elif run.config.get("eval_k", 16) == k and _judged_by(run, reference):
                 metrics = run.metrics_after
             else:
-                metrics = evaluate(load_model(run.artefacts["model"]), reference, corpus, settings, progress=progress)
+                metrics = evaluate_corpus(load_model(run.artefacts["model"]), reference, corpus, settings,
+                                          progress=progress)
             memo[key] = _point(run, metrics)
         points.append(memo[key])
     return points

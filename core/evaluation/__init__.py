@@ -14,5 +14,7 @@
   ``per_class_frame``, ``confusion_counts``), stored under ``"per_class"`` by ``score``.
 - ``uncertainty``: how sure P@k / S@k are: ``standard_error``, ``bootstrap_mean_ci``, ``target_intervals``
   (stored under ``"uncertainty"`` by ``score``), ``interval``, ``ERROR_BARS``.
+- ``corpus_eval``: one evaluation for every corpus kind, its result cached per (model, reference, corpus,
+  settings): ``evaluate_corpus``, ``evaluation_texts``.
 - ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

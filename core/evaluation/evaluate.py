@@ -22,9 +22,13 @@ from core.evaluation.per_class import per_class
 from core.evaluation.uncertainty import target_intervals
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
+from core.storage import embeddings_entry
 
 # phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
 PhaseProgress = Callable[[str, int, int], None]
+# An evaluation records every layer's mean-pooled state beside the embedding (for the Layers page and CKA) while
+# that entry stays under this size: about 90k texts of a 6-layer, 384-wide model.
+LAYER_CACHE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -108,17 +112,31 @@ def score(
     return out
 
 
-def _encode_split(model, texts: list[str], label: str, progress: PhaseProgress | None, fingerprint: str) -> np.ndarray:
+def layers_fit(model, n_texts: int) -> bool:
+    """Whether the per-layer states of `n_texts` texts fit LAYER_CACHE_BYTES (float32, embeddings + each layer)."""
+    config = model[0].auto_model.config
+    layers, hidden = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
+    return bool(layers and hidden) and (layers + 1) * n_texts * hidden * 4 <= LAYER_CACHE_BYTES
+
+
+def _encode_split(model, texts: list[str], label: str, progress: PhaseProgress | None, fingerprint: str,
+                  layers: bool) -> np.ndarray:
+    """The pooled embeddings of `texts`. With `layers`, a miss runs one pass that also records every layer's state
+    (when they fit), so the Layers page and CKA later read this pass instead of encoding the texts again."""
     cb = (lambda d, t: progress(label, d, t)) if progress else None
+    if layers and layers_fit(model, len(texts)) and not embeddings_entry(fingerprint, texts, "pooled").exists():
+        encode_cached(model, texts, layers=True, progress=cb, fingerprint=fingerprint)  # writes the pooled entry too
     return encode_cached(model, texts, progress=cb, fingerprint=fingerprint)
 
 
 def encode_for_eval(
-    model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None
+    model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None, layers: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
+    """The model's embeddings of the train sample and the test texts, read from or written to the cache; `layers`:
+    record the per-layer states in the same pass (off where a pass cannot give them cheaply: top-layer runs)."""
     fp = model_fingerprint(model)
-    train = _encode_split(model, sets.train_texts, f"{name}: encoding train sample", progress, fp)
-    test = _encode_split(model, corpus.test_texts, f"{name}: encoding {corpus.target_split}", progress, fp)
+    train = _encode_split(model, sets.train_texts, f"{name}: encoding train sample", progress, fp, layers)
+    test = _encode_split(model, corpus.test_texts, f"{name}: encoding {corpus.target_split}", progress, fp, layers)
     return train, test
 
 
@@ -129,14 +147,16 @@ def evaluate(
     settings: EvalSettings = EvalSettings(),
     progress: PhaseProgress | None = None,
     model_name: str | None = None,
+    layers: bool = True,
 ) -> dict:
-    """Headline metrics of `model`, with S@k judged by `reference` (the same object for a reference run)."""
+    """Headline metrics of `model`, with S@k judged by `reference` (the same object for a reference run); `layers`:
+    as in encode_for_eval."""
     sets = eval_sets(corpus, settings)
-    m_train, m_test = encode_for_eval(model, corpus, sets, "model", progress)
+    m_train, m_test = encode_for_eval(model, corpus, sets, "model", progress, layers)
     if reference is model:
         r_train, r_test = m_train, m_test
     else:
-        r_train, r_test = encode_for_eval(reference, corpus, sets, "reference", progress)
+        r_train, r_test = encode_for_eval(reference, corpus, sets, "reference", progress, layers)
     out = score(corpus, sets, settings, m_train, m_test, r_train, r_test)
     out["model"] = model_name or getattr(model, "contrastlab_source", "model")
     return out
@@ -147,16 +167,20 @@ def layer_states(
     name: str = "layers",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every layer's mean-pooled hidden states (L+1, n, h) of the kNN train sample and of the test texts, from one
-    cached forward pass per batch."""
+    cached forward pass per batch: the states an evaluation of this model recorded (its whole train sample, sliced
+    to the kNN rows), or, where they would not fit the cache, those of the kNN rows alone."""
     sets = eval_sets(corpus, settings)
     fp = model_fingerprint(model)
-    train_texts = [corpus.train_texts[i] for i in sets.knn]
-    train = encode_cached(model, train_texts, layers=True, fingerprint=fp,
-                          progress=(lambda d, t: progress(f"{name}: encoding train", d, t)) if progress else None)
-    test = encode_cached(model, corpus.test_texts, layers=True, fingerprint=fp,
-                         progress=(lambda d, t: progress(f"{name}: encoding {corpus.target_split}", d, t))
-                         if progress else None)
-    return train, test
+
+    def states(texts: list[str], label: str) -> np.ndarray:
+        return encode_cached(model, texts, layers=True, fingerprint=fp,
+                             progress=(lambda d, t: progress(f"{name}: encoding {label}", d, t)) if progress else None)
+
+    if layers_fit(model, len(sets.train_texts)):
+        train = states(sets.train_texts, "train sample")[:, sets.knn_pos]
+    else:
+        train = states([corpus.train_texts[i] for i in sets.knn], "train")
+    return train, states(corpus.test_texts, corpus.target_split)
 
 
 def _layer_knn(states: tuple[np.ndarray, np.ndarray], corpus: Corpus, settings: EvalSettings) -> list[float]:

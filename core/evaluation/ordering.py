@@ -23,9 +23,14 @@ def ordering_scores(similarities: list[np.ndarray]) -> dict:
     return {"ordering_accuracy": float(np.mean(exact)), "kendall_tau": float(np.mean(taus)), "n_lists": len(exact)}
 
 
+def list_texts(split: ListSplit) -> list[str]:
+    """The distinct texts of a split's lists, in first-seen order: what one ordering evaluation encodes."""
+    return list(dict.fromkeys(t for members in split.lists for t in members))
+
+
 def list_similarities(model, split: ListSplit, progress=None) -> list[np.ndarray]:
     """Cosine of each list's anchor to each of its members, every distinct text encoded once (through the cache)."""
-    texts = list(dict.fromkeys(t for members in split.lists for t in members))
+    texts = list_texts(split)
     emb = encode_cached(model, texts, progress=progress)
     emb = unit_rows(emb)
     row = {t: i for i, t in enumerate(texts)}

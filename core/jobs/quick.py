@@ -15,6 +15,7 @@ from core.training.top_layers import supports_top_layers
 # The quick model's budget: small enough to train in seconds on a CPU. Runs whose config has exactly this
 # budget are "quick" (TrainConfig rejects extra keys, so the budget itself is the mark).
 QUICK_BUDGET = {"examples": 256, "epochs": 1.0, "batch_size": 16, "max_steps": 0, "eval_every": 0}
+QUICK_RECIPE = "triplet"  # the margin slider's objective: seed 000's margin trend is TripletLoss's
 QUICK_TOP = 2  # layers a quick point trains: seed 002 finds the last two close to full fine-tuning (bench/quick.py)
 
 
@@ -49,7 +50,7 @@ def quick_top_layers(model: str | None) -> int:
 def quick_config(base_config: dict, value: float, full: bool = False) -> dict:
     """The full config of the quick run for `base_config` with its recipe's knob at `value`, training the top
     layers only unless `full`; raises UserError if it is invalid or the recipe has no knob."""
-    recipe = get_recipe(base_config.get("recipe", "triplet"))
+    recipe = get_recipe(base_config.get("recipe", QUICK_RECIPE))
     if recipe.knob is None:
         raise UserError(f"{recipe.title} has no margin or scale to vary.")
     top = 0 if full else quick_top_layers(base_config.get("model"))

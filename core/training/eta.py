@@ -35,20 +35,20 @@ class RunEta:
     One evaluation takes:
     - the mean duration of the in-training evaluations measured in this run, once there is one: the after-evaluation
       encodes the same texts with the same model;
-    - before that, the before-evaluation's duration per model it encoded (`before_passes`: 1, or 2 when a separate
-      reference was encoded too): it encoded and scored the same texts with a model of the same architecture;
-    - when the before-evaluation was served from the embedding cache (`before_passes` 0), its duration is the
-      scoring alone, and the encoding is added at the rate training measured: a step encodes `texts_per_step` texts
-      forward and backward (FORWARD_BACKWARD forward passes' worth), so `eval_texts` texts take
-      eval_texts / texts_per_step * step_s / FORWARD_BACKWARD. Evaluation batches are larger and padded less than
-      training's, so if anything this errs long.
+    - before that, `eval_s`: the before-evaluation's scoring time plus its `eval_texts` encoded at the rate this
+      machine measured for this architecture (core.models.rates), whether or not the before-evaluation itself came
+      from the cache;
+    - with no rate measured yet, the scoring time `score_s` plus the encoding at the rate training measures: a step
+      encodes `texts_per_step` texts forward and backward (FORWARD_BACKWARD forward passes' worth), so `eval_texts`
+      texts take eval_texts / texts_per_step * step_s / FORWARD_BACKWARD. Evaluation batches are larger and padded
+      less than training's, so if anything this errs long.
     Saving takes `save_s` (save_seconds). After cancel() nothing more runs, so every estimate is 0.
     """
 
     total_steps: int
     eval_every: int = 0
-    before_s: float = 0.0
-    before_passes: int = 1
+    eval_s: float | None = None
+    score_s: float = 0.0
     eval_texts: int = 0
     texts_per_step: int = 0
     save_s: float = 0.0
@@ -68,12 +68,12 @@ class RunEta:
         """Expected seconds of one evaluation (see the class docstring)."""
         if self.evaluations:
             return sum(self.evaluations) / len(self.evaluations)
-        before = _finite(self.before_s)
-        if self.before_passes > 0:
-            return before / self.before_passes
+        if self.eval_s is not None:
+            return _finite(self.eval_s)
+        score = _finite(self.score_s)
         if self.step_s is None or self.texts_per_step <= 0:
-            return before
-        return before + self.eval_texts / self.texts_per_step * self.step_s / FORWARD_BACKWARD
+            return score
+        return score + self.eval_texts / self.texts_per_step * self.step_s / FORWARD_BACKWARD
 
     def evaluations_left(self, step: int) -> int:
         """In-training evaluations after `step`: one at each multiple of eval_every below the last step."""

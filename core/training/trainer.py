@@ -28,12 +28,12 @@ from core.data.kinds import load_any
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus, load_pairs
 from core.errors import Cancelled, UserError
-from core.evaluation.evaluate import EvalSettings, eval_sets, evaluate
+from core.evaluation.corpus_eval import evaluation_texts, evaluate_corpus
+from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.evaluator import TradeoffEvaluator
-from core.evaluation.ordering import evaluate_lists, ordering_metrics
-from core.evaluation.sts import evaluate_pairs, sts_spearman
 from core.models.ata import build_ata_model
 from core.models.loading import load_model
+from core.models.rates import encode_rate
 from core.training import distributed
 from core.training.card import save_with_card
 from core.training.config import TrainConfig
@@ -268,23 +268,6 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
     return trainer
 
 
-def _evaluate(model, reference, corpus: Corpus | PairCorpus | ListCorpus, settings: EvalSettings, progress,
-              model_name: str, sts: PairCorpus | None, lists: ListCorpus | None) -> dict:
-    """P@k, S@k and kNN accuracy on a labelled corpus, STS Spearman on a pair corpus, ordering on a list corpus;
-    plus the STS Spearman of the run's extra `sts` pair corpus and the ordering of a list recipe's target lists."""
-    if isinstance(corpus, ListCorpus):
-        result = evaluate_lists(model, corpus, model_name, progress=lambda d, t: progress("target lists", d, t))
-    elif isinstance(corpus, PairCorpus):
-        result = evaluate_pairs(model, corpus, model_name)
-    else:
-        result = evaluate(model, reference, corpus, settings, progress=progress, model_name=model_name)
-    if lists is not None and lists is not corpus:
-        result.update(ordering_metrics(model, lists, progress=lambda d, t: progress("target lists", d, t)))
-    if sts is not None:
-        result["sts_spearman"] = sts_spearman(model, sts)
-    return result
-
-
 def _release_memory() -> None:
     """Hand the memory training freed back to the system before evaluating: glibc keeps it otherwise (about 1.3 GB
     after a 2,000-triplet run), and the evaluation's arrays then stack on top (bench/scale.py: worker peak RSS)."""
@@ -315,19 +298,17 @@ def _scores(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if isinstance(v, float)}
 
 
-def _run_eta(cfg: TrainConfig, model, corpus, settings: EvalSettings, dataset, before_s: float,
-             before_passes: int) -> RunEta:
-    """The run's ETA model (core.training.eta) from what it measured before training. Only a labelled corpus's
-    evaluation reads the embedding cache, so any other before-evaluation encoded once. With top_layers the
-    before-evaluation ran the whole model while the later ones run only its top layers, so it says nothing about
-    them and only the rate training measures counts."""
-    labelled = isinstance(corpus, Corpus)
+def _run_eta(cfg: TrainConfig, model, dataset, timing: dict, eval_texts: int) -> RunEta:
+    """The run's ETA model (core.training.eta) from what this machine measured: one evaluation is the
+    before-evaluation's scoring time (recorded with its result, so known even when it came from the cache) plus
+    encoding its texts at the rate this machine last measured for this architecture (core.models.rates). With
+    top_layers the evaluations run only the top layers, at a rate only training measures."""
+    score_s = max(float(timing.get("seconds", 0.0)) - float(timing.get("encode_s", 0.0)), 0.0)
+    rate = None if cfg.top_layers else encode_rate(model)
     text_columns = sum(getattr(f, "dtype", None) in ("string", "large_string") for f in dataset.features.values())
     return RunEta(
         total_steps=total_steps(cfg, len(dataset)), eval_every=cfg.eval_every,
-        before_s=0.0 if cfg.top_layers else before_s,
-        before_passes=0 if cfg.top_layers else before_passes if labelled else 1,
-        eval_texts=len(eval_sets(corpus, settings).train_texts) + len(corpus.test_texts) if labelled else 0,
+        eval_s=score_s + eval_texts / rate if rate else None, score_s=score_s, eval_texts=eval_texts,
         texts_per_step=cfg.batch_size * text_columns,
         save_s=save_seconds(sum(p.numel() * p.element_size() for p in model.parameters())),
     )
@@ -382,19 +363,20 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         lists = recipe.lists(cfg, corpus, reference, lambda d, t: reporter.progress(phase="lists: encoding", step=d,
                                                                                    total=t))
     base_is_reference = (cfg.reference or cfg.model) == cfg.model
-    encoded: set[str] = set()  # the models the before-evaluation encoded (not read from the embedding cache)
+    timings["load_s"] = time.monotonic() - t0
 
     def before_progress(name: str, done: int, total: int) -> None:
-        encoded.add(name.split(":")[0])
-        reporter.progress(phase=f"evaluating before: {name}", step=done, total=total)
+        reporter.progress(phase=f"evaluating before: {name}", step=done, total=total, unit="texts")
 
     t_before = time.monotonic()
-    before = _evaluate(reference if base_is_reference else model, reference, corpus, settings,
-                       progress=before_progress, model_name=cfg.model, sts=sts, lists=lists)
-    before_s = time.monotonic() - t_before
+    phase("evaluating before training")
+    before_timing: dict = {}
+    before = evaluate_corpus(reference if base_is_reference else model, reference, corpus, settings,
+                             progress=before_progress, model_name=cfg.model, sts=sts, lists=lists,
+                             timing=before_timing)
     reporter.progress(metrics_before=before)
     reporter.log_eval({"step": 0, **_scores(before)})
-    timings["evaluate_before_s"] = time.monotonic() - t0
+    timings["evaluate_before_s"] = time.monotonic() - t_before
 
     t1 = time.monotonic()
     phase("preparing examples")
@@ -418,7 +400,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         timings["frozen_states_s"] = time.monotonic() - t_states
         loss = recipe.build_loss(model, cfg)
         evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
-        eta = _run_eta(cfg, model, corpus, settings, dataset, before_s, len(encoded))
+        eval_texts = sum(len(texts) for texts in evaluation_texts(corpus, settings, sts, lists))
+        eta = _run_eta(cfg, model, dataset, before_timing, eval_texts)
         trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta)
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
         t2 = time.monotonic()
@@ -438,8 +421,9 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
                               eta_s=_rounded(eta.final(time.monotonic() - t3, share.fraction)))
 
         phase("evaluating after training", _rounded(eta.final(0.0, 0.0)))
-        after = _evaluate(model, reference, corpus, settings, progress=after_progress,
-                          model_name=f"{cfg.model} + {cfg.recipe}", sts=sts, lists=lists)
+        after = evaluate_corpus(model, reference, corpus, settings, progress=after_progress,
+                                model_name=f"{cfg.model} + {cfg.recipe}", sts=sts, lists=lists,
+                                layers=not cfg.top_layers)
         timings["evaluate_after_s"] = time.monotonic() - t3
         reporter.log_eval({"step": int(train_out.global_step), **_scores(after)})
     result = {
@@ -456,7 +440,9 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         **({"lists": lists.summary()} if lists is not None and lists is not corpus else {}),
     }
     phase("saving the model", _rounded(eta.saving(0.0)))
+    t4 = time.monotonic()
     save_model(model, work_dir / "model", cfg, result)
+    result["timings"]["save_s"] = round(time.monotonic() - t4, 2)
     return result
 
 

@@ -1,0 +1,109 @@
+"""One evaluation for every corpus kind: what a labelled, pair or list corpus is judged by, which texts that
+encodes, and the cached result. The trainer (before, after), the CLI, the pages and a sweep's Ray tasks call
+`evaluate_corpus`, so no caller branches on the corpus kind, and the reference model's figures on a corpus are
+computed once and read by every run that starts from it.
+
+- labelled texts: P@k, S@k, kNN and linear-probe accuracy (core.evaluation.evaluate), the reference judging S@k;
+- pairs: STS Spearman on the target pairs (core.evaluation.sts);
+- lists: ordering accuracy and Kendall tau on the target lists (core.evaluation.ordering);
+plus, for any kind, the STS Spearman of a run's extra pair corpus (`sts`) and the ordering of a list recipe's
+target lists (`lists`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Union
+
+from core.data.corpus import Corpus
+from core.data.lists import ListCorpus
+from core.data.pairs import PairCorpus
+from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate
+from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
+from core.evaluation.sts import evaluate_pairs, pair_texts, sts_spearman
+from core.models.loading import model_fingerprint
+from core.models.rates import EncodeClock, record_rate
+from core.storage import cached_json, result_entry
+
+AnyCorpus = Union[Corpus, PairCorpus, ListCorpus]
+RESULT_VERSION = 1  # part of the result cache's key: raise it when what an evaluation returns changes
+
+
+def evaluation_texts(corpus: AnyCorpus, settings: EvalSettings = EvalSettings(), sts: PairCorpus | None = None,
+                     lists: ListCorpus | None = None) -> list[list[str]]:
+    """The text lists one evaluation of a model encodes (each a cache entry): for ETAs and cache checks."""
+    if isinstance(corpus, ListCorpus):
+        out = [list_texts(corpus.test)]
+    elif isinstance(corpus, PairCorpus):
+        out = [pair_texts(corpus)] if corpus.columns.score is not None else []
+    else:
+        out = [eval_sets(corpus, settings).train_texts, list(corpus.test_texts)]
+    if lists is not None and lists is not corpus:
+        out.append(list_texts(lists.test))
+    if sts is not None and sts.columns.score is not None:
+        out.append(pair_texts(sts))
+    return out
+
+
+def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress: PhaseProgress | None,
+             sts: PairCorpus | None, lists: ListCorpus | None, layers: bool) -> dict:
+    def report(label: str):
+        return (lambda done, total: progress(label, done, total)) if progress else None
+
+    if isinstance(corpus, ListCorpus):
+        result = evaluate_lists(model, corpus, "", progress=report("target lists"))
+    elif isinstance(corpus, PairCorpus):
+        result = evaluate_pairs(model, corpus, "", progress=report("target pairs"))
+    else:
+        result = evaluate(model, reference, corpus, settings, progress=progress, layers=layers)
+        result["kind"] = "labelled"
+    if lists is not None and lists is not corpus:
+        result.update(ordering_metrics(model, lists, progress=report("target lists")))
+    if sts is not None:
+        result["sts_spearman"] = sts_spearman(model, sts, progress=report("STS pairs"))
+    return result
+
+
+def _timed(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress: PhaseProgress | None,
+           sts: PairCorpus | None, lists: ListCorpus | None, layers: bool) -> dict:
+    """_compute, with how long it took under "timing" (seconds in all, of them encoding, texts encoded), stored with
+    the result in the cache. The encoding rate it measured is kept for later ETAs (core.models.rates)."""
+    clock, t0 = EncodeClock(), time.monotonic()
+
+    def report(label: str, done: int, total: int) -> None:
+        clock.update(label, done, total)
+        if progress:
+            progress(label, done, total)
+
+    result = _compute(model, reference, corpus, settings, report, sts, lists, layers)
+    if (rate := clock.rate()) is not None:
+        record_rate(model, rate)
+    result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "encode_s": round(clock.encode_s(), 3),
+                        "texts": clock.texts}
+    return result
+
+
+def evaluate_corpus(model, reference, corpus: AnyCorpus, settings: EvalSettings = EvalSettings(),
+                    progress: PhaseProgress | None = None, model_name: str | None = None, *,
+                    sts: PairCorpus | None = None, lists: ListCorpus | None = None, layers: bool = True,
+                    timing: dict | None = None) -> dict:
+    """What `model` scores on `corpus` (S@k judged by `reference` on a labelled corpus), read from the result cache
+    when this model, reference, corpus and settings were evaluated before. `progress(phase, done, total)` follows
+    the encoding; `layers` records every layer's state in the same pass (core.evaluation.evaluate). `timing`, when
+    given, is filled with how long computing the result took (seconds, encode_s, texts encoded; kept with the cached
+    result, so an ETA knows the scoring time even on a hit) and whether this call read it from the cache."""
+    fingerprint = model_fingerprint(model)
+    labelled = isinstance(corpus, Corpus)
+    key = ["evaluation", RESULT_VERSION, corpus.kind, corpus.fingerprint, fingerprint,
+           (fingerprint if reference is model else model_fingerprint(reference)) if labelled else None,
+           asdict(settings) if labelled else None,
+           sts.fingerprint if sts is not None else None,
+           lists.fingerprint if lists is not None and lists is not corpus else None]
+    computed: list[bool] = []
+    stored = cached_json(result_entry(key), lambda: computed.append(True) or _timed(
+        model, reference, corpus, settings, progress, sts, lists, layers))
+    result = {k: v for k, v in stored.items() if k != "timing"}
+    if timing is not None:
+        timing.update(stored.get("timing") or {}, cached=not computed)
+    return {**result, "model": model_name or getattr(model, "contrastlab_source", "model")}

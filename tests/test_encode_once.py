@@ -1,0 +1,178 @@
+"""Every text encoded once per model (issue 23): an evaluation's pass records what the Layers page and CKA need, the
+reference's results on a corpus are computed once for every run that starts from it, pair corpora read the
+embedding cache, and `train --json` says where a run's time went."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator, SimilarityFunction
+
+import core.evaluation.evaluate as evaluate_module
+import core.models.encode as encode_module
+from core.cli import main
+from core.data.corpus import demo_corpus_path, load_corpus
+from core.data.pairs import load_pairs
+from core.evaluation.corpus_eval import evaluate_corpus, evaluation_texts
+from core.evaluation.evaluate import EvalSettings, compare_layers, eval_sets
+from core.evaluation.sts import sts_spearman
+from core.models.loading import load_model, model_fingerprint
+from core.models.rates import EncodeClock, encode_rate
+from core.runs.store import RunStore
+from core.storage import cache_dir
+from tests.conftest import train_runs
+from tests.test_sts import pair_table, pairs_of
+
+
+@pytest.fixture
+def encodes(monkeypatch) -> list[int]:
+    """The number of texts of every encode() call (every forward pass over texts goes through it)."""
+    calls: list[int] = []
+    real = encode_module.encode
+
+    def counted(model, texts, **kwargs):
+        calls.append(len(texts))
+        return real(model, texts, **kwargs)
+
+    monkeypatch.setattr(encode_module, "encode", counted)
+    return calls
+
+
+def tiny_run_config(model_dir, corpus: str, **settings) -> dict:
+    return {"corpus": corpus, "model": str(model_dir), "examples": 32, "batch_size": 16, "epochs": 1,
+            "threshold": 0.0, "device": "cpu", **settings}
+
+
+def test_a_run_records_the_layer_states_so_layers_compare_encodes_nothing(tiny_model_dir, contrastlab_home, encodes):
+    corpus_path = str(demo_corpus_path())
+    (run_id,) = train_runs(contrastlab_home, [tiny_run_config(tiny_model_dir, corpus_path)])
+    run = RunStore(contrastlab_home).get(run_id)
+    reference, tuned = load_model(str(tiny_model_dir), "cpu"), load_model(run.artefacts["model"], "cpu")
+    corpus = load_corpus(corpus_path)
+    encodes.clear()
+    rows = compare_layers(reference, tuned, corpus)
+    assert encodes == []  # the before and after evaluations' passes hold every layer
+    for path in cache_dir("embeddings").iterdir():
+        path.unlink()
+    assert compare_layers(reference, tuned, corpus) == rows  # the same figures as encoding afresh
+    assert encodes  # ... which did encode
+
+
+def test_the_saved_model_has_the_fingerprint_its_after_evaluation_was_cached_under(tiny_model_dir, contrastlab_home):
+    (run_id,) = train_runs(contrastlab_home, [tiny_run_config(tiny_model_dir, str(demo_corpus_path()))])
+    run = RunStore(contrastlab_home).get(run_id)
+    fingerprint = model_fingerprint(load_model(run.artefacts["model"], "cpu"))
+    assert any(path.name.startswith(fingerprint) for path in cache_dir("embeddings").glob("*-layers.npy"))
+
+
+def test_the_second_run_reads_the_reference_result_instead_of_evaluating_again(tiny_model_dir, contrastlab_home,
+                                                                               encodes):
+    corpus_path = str(demo_corpus_path())
+    # two seeds: two different models (two margins would train the same one when every triplet is active)
+    first, second = train_runs(contrastlab_home, [tiny_run_config(tiny_model_dir, corpus_path, seed=0),
+                                                  tiny_run_config(tiny_model_dir, corpus_path, seed=1)])
+    store = RunStore(contrastlab_home)
+    assert store.get(first).before == store.get(second).before
+    texts = sum(len(t) for t in evaluation_texts(load_corpus(corpus_path)))
+    # the reference once (before), each fine-tuned model once (after); never the reference again
+    assert sum(encodes) == 3 * texts
+
+
+def test_layer_states_too_big_for_the_cache_are_not_recorded_and_computed_for_the_knn_rows(
+        tiny_model, contrastlab_home, monkeypatch, encodes):
+    corpus = load_corpus(demo_corpus_path())
+    monkeypatch.setattr(evaluate_module, "LAYER_CACHE_BYTES", 1)
+    evaluate_corpus(tiny_model, tiny_model, corpus)
+    assert list(cache_dir("embeddings").glob("*-layers.npy")) == []
+    encodes.clear()
+    evaluate_module.evaluate_layers(tiny_model, corpus)
+    assert encodes == [len(eval_sets(corpus, EvalSettings()).knn), len(corpus.test_texts)]
+
+
+def test_sts_spearman_is_sentence_transformers_own_figure_and_a_second_call_encodes_nothing(tiny_model, encodes):
+    pairs = pairs_of(pair_table(n_test=40))
+    evaluator = EmbeddingSimilarityEvaluator(pairs.test.text1, pairs.test.text2, pairs.test.scores.tolist(),
+                                             main_similarity=SimilarityFunction.COSINE, write_csv=False)
+    theirs = 100 * evaluator(tiny_model)[evaluator.primary_metric]
+    assert sts_spearman(tiny_model, pairs) == pytest.approx(theirs, abs=1e-4)
+    encodes.clear()
+    reported: list[tuple[int, int]] = []
+    assert sts_spearman(tiny_model, pairs, progress=lambda d, t: reported.append((d, t))) == pytest.approx(theirs,
+                                                                                                           abs=1e-4)
+    assert encodes == [] and reported == []
+
+
+def test_the_sts_evaluation_reports_texts_done_out_of_total(tiny_model):
+    pairs = pairs_of(pair_table(n_test=100))
+    reported: list[tuple[str, int, int]] = []
+    evaluate_corpus(tiny_model, tiny_model, pairs, progress=lambda *r: reported.append(r))
+    (texts,) = evaluation_texts(pairs)
+    assert reported and reported[-1] == ("target pairs", len(texts), len(texts))
+    assert [r[1] for r in reported] == sorted(r[1] for r in reported)
+
+
+def test_a_pair_run_after_evaluate_encodes_the_reference_no_more(tiny_model_dir, tmp_path, contrastlab_home,
+                                                                  encodes, capsys):
+    path = tmp_path / "pairs.csv"
+    pair_table(n_test=30, n_train=40).to_csv(path, index=False)
+    assert main(["evaluate", str(path), "--model", str(tiny_model_dir), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    encodes.clear()
+    (run_id,) = train_runs(contrastlab_home, [tiny_run_config(tiny_model_dir, str(path), recipe="raoe",
+                                                              examples=40)])
+    run = RunStore(contrastlab_home).get(run_id)
+    assert run.before["sts_spearman"] == pytest.approx(evaluated["sts_spearman"])
+    # the teacher scores the training pairs (text1, text2); of the target texts only the fine-tuned model's pass
+    assert encodes.count(len(evaluation_texts(load_pairs(path))[0])) == 1 and len(encodes) == 3
+
+
+def test_train_json_prints_where_the_time_went(tiny_model_dir, tmp_path, contrastlab_home, capsys):
+    code = main(["train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--examples", "32",
+                 "--batch-size", "16", "--threshold", "0", "--device", "cpu", "--json"])
+    assert code == 0
+    timings = json.loads(capsys.readouterr().out)["timings"]
+    assert {"load_s", "evaluate_before_s", "examples_s", "train_s", "evaluate_after_s", "save_s"} <= set(timings)
+    assert all(isinstance(v, (int, float)) and v >= 0 for v in timings.values())
+
+
+def test_an_evaluation_keeps_the_encode_rate_it_measured(tiny_model, contrastlab_home):
+    assert encode_rate(tiny_model) is None
+    timing: dict = {}
+    evaluate_corpus(tiny_model, tiny_model, load_corpus(demo_corpus_path()), timing=timing)
+    assert encode_rate(tiny_model) > 0 and timing["cached"] is False
+    assert timing["texts"] == sum(len(t) for t in evaluation_texts(load_corpus(demo_corpus_path())))
+    assert 0 < timing["encode_s"] <= timing["seconds"]
+    again: dict = {}
+    evaluate_corpus(tiny_model, tiny_model, load_corpus(demo_corpus_path()), timing=again)
+    assert again == {**timing, "cached": True}  # the scoring time of the computation, kept with its result
+
+
+@pytest.mark.parametrize("garbage", ["", "{", "[1, 2]", '{"x": "fast"}', "null"])
+def test_a_garbled_rates_file_counts_as_never_measured(tiny_model, contrastlab_home, garbage):
+    (contrastlab_home / "cache").mkdir(parents=True, exist_ok=True)
+    (contrastlab_home / "cache" / "encode_rates.json").write_text(garbage)
+    assert encode_rate(tiny_model) is None
+
+
+def test_the_encode_clock_leaves_the_first_batch_out_of_the_rate():
+    now = [0.0]
+    clock = EncodeClock(lambda: now[0])
+    for done, at in ((64, 5.0), (128, 5.5), (192, 6.0), (256, 6.5)):  # 5 s of start-up, then 128 texts/s
+        now[0] = at
+        clock.update("train", done, 256)
+    assert clock.rate() == pytest.approx(384.0 / 3)  # 192 texts in 1.5 s
+    assert clock.texts == 256 and clock.encode_s() == pytest.approx(2.0)
+    few = EncodeClock(lambda: now[0])
+    few.update("x", 10, 20)
+    assert few.rate() is None
+
+
+def test_evaluation_texts_are_what_export_and_evaluation_encode(tiny_model):
+    corpus = load_corpus(demo_corpus_path())
+    sets = eval_sets(corpus, EvalSettings())
+    assert evaluation_texts(corpus) == [sets.train_texts, list(corpus.test_texts)]
+    pairs = pairs_of(pair_table())
+    assert evaluation_texts(pairs) == [list(dict.fromkeys([*pairs.test.text1, *pairs.test.text2]))]
+    assert np.all([isinstance(t, str) for part in evaluation_texts(corpus) for t in part])
