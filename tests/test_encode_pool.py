@@ -1,9 +1,11 @@
 """The CPU encode pool (core.models.encode_pool): the same outputs as encoding in-process, a model re-shipped when
-its weights change, cancelling and a killed worker, and the policy that decides when the pool is used.
+its weights change, cancelling and a killed worker, idle workers stopped and started again, and the policy that
+decides when the pool is used.
 
 The suite runs torch on one thread (conftest), so encode stays in-process unless CONTRASTLAB_ENCODE_WORKERS forces
-the pool, as `pool_on` does; the tests share one pool (its start-up costs seconds) and stop it at the end. The test
-that kills a worker comes last: it leaves the pool stopped."""
+the pool, as `pool_on` does; the tests share one pool (starting its workers costs seconds) and stop it at the end.
+The idle test stops the workers and starts them once more; the test that kills a worker comes last: it leaves the
+pool stopped."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import copy
 import os
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -47,6 +50,14 @@ def in_process(model, texts, monkeypatch, **kwargs) -> enc.Encoded:
 
 def workers_alive(pool: encode_pool.EncodePool) -> list[int]:
     return [proc.pid for proc in pool.procs if proc.poll() is None]
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_pool_gives_the_in_process_outputs(tiny_model, pool_on, monkeypatch):
@@ -130,6 +141,51 @@ def test_a_worker_exception_raises_with_its_message(tiny_model, pool_on):
     assert got.shape[0] == len(TEXTS) and not pool.closed
 
 
+def test_idle_workers_stop_and_start_again(tiny_model, pool_on, monkeypatch):
+    pool = encode_pool.pool_for(tiny_model, len(TEXTS) // BATCH)
+    stale, before = pool.timer, workers_alive(pool)  # armed by the last test's encode (60 s); its workers
+    assert stale is not None and len(before) == 2
+    monkeypatch.setenv(encode_pool.IDLE_ENV, "0.5")
+    # That timer firing just as an encode takes the workers: superseded, it leaves them be.
+    enc.encode(tiny_model, TEXTS, batch_size=BATCH, progress=lambda d, n: pool.idle_stop(stale))
+    assert workers_alive(pool) == before and pool.timer is not None
+    deadline = time.monotonic() + WAIT_S
+    while any(map(running, before)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(running, before)), "idle workers were not stopped"
+    assert pool.procs == [] and pool.model_key is None and not pool.closed
+
+    # The next encode starts them again and ships the model again; with 0 s idle they stop as it ends.
+    monkeypatch.setenv(encode_pool.IDLE_ENV, "0")
+    seen: list[tuple[list[int], str | None]] = []
+    got = enc.encode(tiny_model, TEXTS, batch_size=BATCH,
+                     progress=lambda d, n: seen.append((workers_alive(pool), pool.model_key)))
+    assert encode_pool.pool_for(tiny_model, len(TEXTS) // BATCH) is pool
+    restarted, shipped = seen[0]
+    assert len(restarted) == 2 and not set(restarted) & set(before)
+    assert shipped == model_fingerprint(tiny_model)  # it ran in the new workers
+    assert not any(map(running, restarted)) and pool.procs == [] and pool.timer is None
+    np.testing.assert_allclose(got.embeddings, in_process(tiny_model, TEXTS, monkeypatch).embeddings, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["x", "-1", "-inf", "inf", "nan", "1e999", "9" * 5000, "1 s"])
+def test_bad_idle_times_are_one_user_error_line(value, tiny_model, monkeypatch):
+    monkeypatch.setenv(encode_pool.IDLE_ENV, value)  # refused even where encode stays in-process
+    with pytest.raises(UserError) as raised:
+        enc.encode(tiny_model, TEXTS, batch_size=BATCH)
+    message = str(raised.value)
+    assert encode_pool.IDLE_ENV in message and "\n" not in message and len(message) < 200
+
+
+def test_idle_times(monkeypatch):
+    for value, expected in [("", 60), ("  ", 60), ("0", 0), (" 0.5 ", 0.5), ("90", 90),
+                            ("1e300", threading.TIMEOUT_MAX)]:
+        monkeypatch.setenv(encode_pool.IDLE_ENV, value)
+        assert encode_pool.idle_seconds() == expected, value
+    monkeypatch.delenv(encode_pool.IDLE_ENV)
+    assert encode_pool.idle_seconds() == encode_pool.IDLE_S == 60
+
+
 @pytest.mark.parametrize("value", ["x", "-1", "1e9", "2.5", "9" * 5000])
 def test_bad_worker_counts_are_one_user_error_line(value, tiny_model, monkeypatch):
     monkeypatch.setenv(encode_pool.ENV, value)
@@ -182,10 +238,11 @@ def test_policy(tiny_model, monkeypatch):
 
 def test_a_killed_worker_raises_in_the_parent(tiny_model, pool_on):
     pool = encode_pool.pool_for(tiny_model, len(TEXTS) // BATCH)
-    killed = []
+    killed, pids = [], []
 
     def kill_one(done: int, total: int) -> None:
         if not killed:
+            pids.extend(workers_alive(pool))
             killed.append(pool.procs[0].pid)
             os.kill(killed[0], signal.SIGKILL)
 
@@ -194,4 +251,4 @@ def test_a_killed_worker_raises_in_the_parent(tiny_model, pool_on):
         with pytest.raises(RuntimeError, match=r"killed by signal 9 \(SIGKILL\)") as raised:
             future.result(timeout=WAIT_S)
     assert f"pid {killed[0]}" in str(raised.value)
-    assert pool.closed and not workers_alive(pool)  # the other worker was stopped with it
+    assert pool.closed and len(pids) == 2 and not any(map(running, pids))  # the other worker was stopped with it

@@ -6,12 +6,15 @@ machine at load 3-5, two of them encoded all-MiniLM-L6-v2 about 2x as fast as on
 per_row; bench throughput compares them with SentenceTransformer.encode); on an idle machine the two are about even.
 `pool_size` is the one place that decides when the pool is used.
 
-How: the workers are started on first use and live as long as the process that made them (stopped at its exit; a
-worker also leaves when its pipe closes or its parent pid changes, so none outlives a SIGKILLed parent). Each holds
-the last model shipped to it: the model pickled without its weights, every weight a view of one shared memory file
-(a memfd, mapped by the workers without a copy). A model is shipped again only when its fingerprint changes, as it
-does after training. The parent hands out batches in order (encode sorts them longest first), the next one to
-whichever worker returns a result, and passes each result on as it arrives.
+How: the workers are started by the first encode that uses them and stopped once they have sat idle for
+CONTRASTLAB_ENCODE_IDLE_S seconds (default 60; 0: right after each encode), since each holds about 0.45 GB that a
+laptop wants back while nothing encodes; the next encode starts them again (a few seconds) and ships its model anew.
+They are stopped at the process's exit too, and a worker also leaves when its pipe closes or its parent pid changes,
+so none outlives a SIGKILLed parent. Each holds the last model shipped to it: the model pickled without its
+weights, every weight a view of one shared memory file (a memfd, mapped by the workers without a copy). A model is
+shipped again only when its fingerprint changes, as it does after training. The parent hands out batches in order
+(encode sorts them longest first), the next one to whichever worker returns a result, and passes each result on as
+it arrives.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from core.errors import UserError, shorten
 from core.models.loading import model_fingerprint
 
 ENV = "CONTRASTLAB_ENCODE_WORKERS"
+IDLE_ENV = "CONTRASTLAB_ENCODE_IDLE_S"
+IDLE_S = 60.0  # how long idle workers are kept by default: a pause between encodes, not a session's whole life
 BATCHES_PER_WORKER = 2  # fewer and the hand-over and the last batch's tail cost more than the pool saves
 ALIGN = 64  # byte alignment of each tensor in the shared weights file: a view of any dtype needs its itemsize
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent still lives
@@ -101,13 +106,32 @@ def pool_size(model, batches: int, attentions: bool = False) -> int:
     return size if hasattr(os, "memfd_create") else 0
 
 
+def idle_seconds() -> float:
+    """How long the workers may sit idle before they are stopped: CONTRASTLAB_ENCODE_IDLE_S seconds when set (0: right
+    after each encode; beyond threading.TIMEOUT_MAX, about 292 years, capped there), else IDLE_S."""
+    value = os.environ.get(IDLE_ENV, "").strip()
+    if not value:
+        return IDLE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:  # also NaN
+        raise UserError(f"{IDLE_ENV} must be the seconds idle encode workers are kept (a number >= 0; 0: stop them "
+                        f"after each encode), got {shorten(value)}.")
+    return min(seconds, threading.TIMEOUT_MAX)
+
+
 _pool: EncodePool | None = None
 _pool_lock = threading.Lock()
 
 
 def pool_for(model, batches: int, attentions: bool = False) -> EncodePool | None:
-    """This process's pool, started (or resized) on first use, when `pool_size` says to use one; else None."""
+    """This process's pool, made (or resized) on first use, when `pool_size` says to use one; else None. Its idle
+    time is read here, on every call, so a bad CONTRASTLAB_ENCODE_IDLE_S is reported whether or not the pool is used,
+    as a bad CONTRASTLAB_ENCODE_WORKERS is."""
     global _pool
+    idle_s = idle_seconds()
     size = pool_size(model, batches, attentions)
     if not size:
         return None
@@ -118,6 +142,7 @@ def pool_for(model, batches: int, attentions: bool = False) -> EncodePool | None
             else:
                 _pool.close()
             _pool = EncodePool(size)
+        _pool.idle_s = idle_s
         return _pool
 
 
@@ -128,28 +153,39 @@ def shutdown() -> None:
 
 
 class EncodePool:
-    """`size` worker processes (`serve`), each with torch on one thread; one encode at a time (`run`)."""
+    """`size` worker processes (`serve`), each with torch on one thread, started by the encode that needs them
+    (`ship`) and stopped after `idle_s` seconds without one (`release`, `idle_stop`); one encode at a time (`run`)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, idle_s: float = IDLE_S) -> None:
         self.size = size
+        self.idle_s = idle_s  # pool_for sets it from CONTRASTLAB_ENCODE_IDLE_S before each encode
         self.owner = os.getpid()
-        self.closed = False
-        self.lock = threading.Lock()
+        self.closed = False  # stopped for good (a failure, or shutdown): pool_for makes a new pool
+        # The pool's lock, held only briefly: while an encode takes the workers (`encoding`) and hands them back, and
+        # while the workers are stopped, so an idle stop and an encode never meet halfway. The encode itself runs
+        # without it: `encoding` keeps other encodes and the idle stop off the workers meanwhile.
+        self.state = threading.Condition()
+        self.encoding = False
+        self.timer: threading.Timer | None = None  # the idle stop, armed as each encode ends
         self.model_key: str | None = None  # fingerprint of the model every worker holds
         # (id, fingerprint) of models that could not be shipped: by identity too, since an equal model that can
         # be pickled (the same weights without the attribute pickle refused) must still be shipped
         self.unrunnable: set[tuple[int, str]] = set()
-        self.busy = [False] * size  # a worker holds a task whose result is not read yet
+        self.busy: list[bool] = []  # a worker holds a task whose result is not read yet
         self.conns: list[Connection] = []
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen] = []  # empty until an encode starts them, and again once stopped
+
+    def start(self) -> None:
+        """Start the workers; they hold no model until `ship` sends one."""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # what this process can import, as spawn does
-        for _ in range(size):
+        for _ in range(self.size):
             mine, theirs = socket.socketpair()  # a Unix socket: it can carry the weights' file descriptor too
             with theirs:  # closed here once the worker has it: a dead worker's pipe then reads as closed
                 self.procs.append(subprocess.Popen([sys.executable, "-c", WORKER, str(theirs.fileno()),
                                                     str(self.owner)], pass_fds=[theirs.fileno()], env=env,
                                                    stdin=subprocess.DEVNULL))
             self.conns.append(Connection(mine.detach()))
+        self.busy = [False] * self.size
 
     def run(self, model, texts: Sequence[str], batches: list[np.ndarray], work: Work, args: tuple,
             handle: Handle) -> bool:
@@ -157,12 +193,14 @@ class EncodePool:
         as each arrives. False, with nothing done, when another thread's encode holds the pool or the model cannot
         be shipped (`ship`): the caller encodes in-process. A worker's exception or death raises RuntimeError with
         its message; an exception from handle (a cancelled progress) stops handing out batches and leaves the pool
-        usable: the results still under way are dropped at the next call."""
-        if not self.lock.acquire(blocking=False):
-            return False
-        try:
-            if self.closed:  # stopped by a failure after pool_for handed it out
+        usable: the results still under way are dropped at the next call. Workers stopped while idle are started
+        again (by `ship`, which sends them the model)."""
+        with self.state:
+            if self.encoding or self.closed:  # another encode has the workers, or a failure stopped them
                 return False
+            self.encoding = True
+            self.disarm()  # an idle stop that fires from now on finds itself superseded
+        try:
             with self.closing_on_failure():
                 self.settle()
                 if not self.ship(model):
@@ -172,7 +210,42 @@ class EncodePool:
                     handle(rows, result)
             return True
         finally:
-            self.lock.release()
+            self.release()
+
+    def release(self) -> None:
+        """Hand the workers back as an encode ends: they are stopped after idle_s seconds unless another encode takes
+        them first, at once when idle_s is 0."""
+        with self.state:
+            self.encoding = False
+            self.state.notify_all()
+            if self.closed or not self.procs:
+                return
+            if self.idle_s > 0:
+                timer = threading.Timer(self.idle_s, lambda: self.idle_stop(timer))
+                timer.daemon = True  # never keeps the process alive
+                timer.name = "encode-pool-idle-stop"
+                self.timer = timer
+                timer.start()
+                return
+            procs = self.detach()
+        reap(procs)
+
+    def disarm(self) -> None:
+        """Cancel the pending idle stop (under the pool's lock)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def idle_stop(self, timer: threading.Timer) -> None:
+        """The idle timer's work: stop the workers unless the timer was superseded (an encode took the workers as it
+        fired, or re-armed it since) or an encode holds them. The pool stays usable: its next encode starts workers
+        again."""
+        with self.state:
+            if timer is not self.timer or self.encoding or self.closed:
+                return
+            self.timer = None
+            procs = self.detach()
+        reap(procs)
 
     @contextlib.contextmanager
     def closing_on_failure(self) -> Iterator[None]:
@@ -217,8 +290,9 @@ class EncodePool:
             self.reply()
 
     def ship(self, model) -> bool:
-        """Give every worker `model` unless they hold it (same fingerprint). False when it cannot be pickled here or
-        rebuilt there (a module class only this process knows: the worker prints why): encoded in-process."""
+        """Give every worker `model` unless they hold it (same fingerprint), starting the workers first when there
+        are none (the first encode, or the first after an idle stop). False when it cannot be pickled here or rebuilt
+        there (a module class only this process knows: the worker prints why): encoded in-process."""
         key = model_fingerprint(model)
         if key == self.model_key:
             return True
@@ -230,6 +304,8 @@ class EncodePool:
         except (pickle.PicklingError, TypeError, AttributeError):  # what pickle raises for an object it cannot take
             self.unrunnable.add((id(model), key))
             return False
+        if not self.procs:
+            self.start()
         self.model_key = None
         layout, size, fd = share(tensors)
         try:
@@ -279,30 +355,44 @@ class EncodePool:
                             f"(its traceback, if any, is on this process's stderr).")
 
     def close(self) -> None:
-        """Stop the workers once no encode holds them (waiting at most STOP_WAIT_S for one)."""
-        locked = self.lock.acquire(timeout=STOP_WAIT_S)
-        try:
-            self.stop()
-        finally:
-            if locked:
-                self.lock.release()
+        """Stop the workers for good once no encode holds them (waiting at most STOP_WAIT_S for one)."""
+        if os.getpid() != self.owner:
+            return
+        with self.state:
+            self.state.wait_for(lambda: not self.encoding, STOP_WAIT_S)
+        self.stop()
 
     def stop(self) -> None:
-        """Ask each worker to leave, give it STOP_WAIT_S to finish its batch, then kill it. Only in the process that
-        started them: a forked child inherits this object but not the workers."""
-        if self.closed or os.getpid() != self.owner:
+        """Stop the workers for good (`closed`: pool_for makes a new pool). Only in the process that started them: a
+        forked child inherits this object but not the workers."""
+        if os.getpid() != self.owner:
             return
-        self.closed = True
+        with self.state:
+            self.closed = True
+            self.disarm()
+            procs = self.detach()
+        reap(procs)
+
+    def detach(self) -> list[subprocess.Popen]:
+        """Under the pool's lock: ask each worker to leave and let go of it, its pipe closed (a worker blocked sending
+        a result gets a broken pipe and leaves), so the pool holds no workers and no model; the workers to `reap`."""
         for conn in self.conns:
             with contextlib.suppress(OSError):
                 conn.send(None)
-            conn.close()  # a worker blocked sending a result gets a broken pipe and leaves
-        for proc in self.procs:
-            try:
-                proc.wait(STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            conn.close()
+        procs = self.procs
+        self.procs, self.conns, self.busy, self.model_key = [], [], [], None
+        return procs
+
+
+def reap(procs: list[subprocess.Popen]) -> None:
+    """Give each worker told to leave STOP_WAIT_S to finish its batch, then kill it."""
+    for proc in procs:
+        try:
+            proc.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def share(tensors: list[torch.Tensor]) -> tuple[list[tuple[torch.dtype, tuple[int, ...], int, bool]], int, int]:
