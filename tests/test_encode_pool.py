@@ -35,9 +35,11 @@ WAIT_S = 120  # a hung encode fails the test instead of the suite
 
 @pytest.fixture(scope="module")
 def pool_on():
-    """CONTRASTLAB_ENCODE_WORKERS=2 for the module's tests; the pool stopped afterwards."""
+    """CONTRASTLAB_ENCODE_WORKERS=2 for the module's tests, stopped workers started for their small encodes too; the
+    pool stopped afterwards."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(encode_pool.ENV, "2")
+        mp.setattr(encode_pool, "COLD_START_BATCHES", 0)
         yield
     encode_pool.shutdown()
 
@@ -252,3 +254,12 @@ def test_a_killed_worker_raises_in_the_parent(tiny_model, pool_on):
             future.result(timeout=WAIT_S)
     assert f"pid {killed[0]}" in str(raised.value)
     assert pool.closed and len(pids) == 2 and not any(map(running, pids))  # the other worker was stopped with it
+
+
+def test_stopped_workers_are_not_started_for_a_short_encode(tiny_model, monkeypatch):
+    """Starting the workers costs seconds: a short encode runs in-process unless they are already running."""
+    encode_pool.shutdown()
+    monkeypatch.setenv(encode_pool.ENV, "2")
+    monkeypatch.setattr(encode_pool, "COLD_START_BATCHES", 64)  # the module's pool_on fixture may have lowered it
+    assert encode_pool.pool_for(tiny_model, 63) is None
+    assert encode_pool.pool_for(tiny_model, 64) is not None

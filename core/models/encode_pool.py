@@ -49,6 +49,10 @@ ENV = "CONTRASTLAB_ENCODE_WORKERS"
 IDLE_ENV = "CONTRASTLAB_ENCODE_IDLE_S"
 IDLE_S = 60.0  # how long idle workers are kept by default: a pause between encodes, not a session's whole life
 BATCHES_PER_WORKER = 2  # fewer and the hand-over and the last batch's tail cost more than the pool saves
+# Starting the workers takes about 6 s (importing torch twice), and on an idle machine two torch threads already
+# encode about as fast as the pool (bench throughput): stopped workers are started only for an encode this long
+# (4,096 texts at batch 64, ~9 s in-process), where a busy machine's gain (about 3x) pays for the start.
+COLD_START_BATCHES = 64
 ALIGN = 64  # byte alignment of each tensor in the shared weights file: a view of any dtype needs its itemsize
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent still lives
 STOP_WAIT_S = 5.0  # how long stop() lets a worker finish its batch before killing it
@@ -136,6 +140,9 @@ def pool_for(model, batches: int, attentions: bool = False) -> EncodePool | None
     if not size:
         return None
     with _pool_lock:
+        warm = _pool is not None and not _pool.closed and _pool.owner == os.getpid() and bool(_pool.procs)
+        if batches < COLD_START_BATCHES and not (warm and _pool.size == size):
+            return None
         if _pool is None or _pool.closed or _pool.owner != os.getpid() or _pool.size != size:
             if _pool is None:
                 atexit.register(shutdown)
