@@ -15,11 +15,11 @@ $(STAMP): requirements.txt
 run: $(STAMP)
 	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) --server.headless true
 
-test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+test: $(STAMP)  # on both cores, a test file at a time on each (files share their module fixtures)
+	$(PY) -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m bench

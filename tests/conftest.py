@@ -22,6 +22,16 @@ APP = Path(__file__).resolve().parents[1] / "app.py"
 APP_TIMEOUT_S = 90  # the first run imports torch; a synchronous training run adds a few seconds
 
 
+# `make test` runs the suite on two workers, a file at a time each (pytest-xdist, --dist loadfile), taking files in
+# collection order: these files take a minute or more each, so they go first, while the other worker goes through
+# the short ones, instead of ending the run with one worker busy and the other idle.
+LONG_FILES = ("test_ddp.py", "test_ray_sweep.py", "test_browser", "test_projection.py", "test_standby")
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    items.sort(key=lambda item: not item.path.name.startswith(LONG_FILES))  # stable: each file keeps its order
+
+
 @pytest.fixture(autouse=True)
 def contrastlab_home(tmp_path_factory, monkeypatch) -> Path:
     """Caches and run databases go to a temp dir, never the user's ~/.contrastlab."""
