@@ -251,20 +251,18 @@ def example_key(cfg: dict) -> str:
 def mine(cfg: dict, progress: Callable[[int, int], None]) -> tuple:
     """(dataset, stats) for a point, built as core.training.trainer.run_training builds them: the recipe's
     examples from the corpus (or its lists) with the frozen reference model."""
-    from core.data.kinds import load_any
     from core.models.loading import load_model
     from core.training.config import TrainConfig
     from core.training.recipes import get_recipe
+    from core.training.trainer import build_lists, load_run_corpus
 
     config = TrainConfig.from_dict(cfg)
-    recipe = get_recipe(config.recipe)
-    corpus = load_any(config.corpus, text_col=config.text_col, label_col=config.label_col,
-                      split_col=config.split_col, drop_leaked=config.drop_leaked)
-    recipe.check_corpus(config, corpus)
+    corpus = load_run_corpus(config)
     reference = load_model(config.reference or config.model, config.device)
     reference.requires_grad_(False)
-    lists = recipe.lists(config, corpus, reference, progress) if recipe.lists is not None else None
-    return recipe.build_examples(config, corpus if lists is None else lists, reference, progress=progress)
+    lists = build_lists(config, corpus, reference, progress)
+    return get_recipe(config.recipe).build_examples(config, corpus if lists is None else lists, reference,
+                                                    progress=progress)
 
 
 def _shipped_files(cfg: dict) -> dict[str, dict]:

@@ -26,7 +26,7 @@ from transformers import PrinterCallback, TrainerCallback
 from core.data.corpus import Corpus
 from core.data.kinds import load_any
 from core.data.lists import ListCorpus
-from core.data.pairs import PairCorpus, load_pairs
+from core.data.pairs import load_pairs
 from core.errors import Cancelled, UserError
 from core.evaluation.corpus_eval import evaluation_texts, evaluate_corpus
 from core.evaluation.evaluate import EvalSettings, eval_sets
@@ -314,6 +314,22 @@ def _run_eta(cfg: TrainConfig, model, dataset, timing: dict, eval_texts: int) ->
     )
 
 
+def load_run_corpus(cfg: TrainConfig):
+    """The run's corpus as its config names it, checked against its recipe: one home for how a run reads its data
+    (the run itself, and a sweep on Ray mining for its points)."""
+    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
+                      drop_leaked=cfg.drop_leaked)
+    get_recipe(cfg.recipe).check_corpus(cfg, corpus)
+    return corpus
+
+
+def build_lists(cfg: TrainConfig, corpus, reference, progress) -> ListCorpus | None:
+    """A list recipe's lists from the run's corpus (None for any other recipe): what its examples and its ordering
+    metrics come from."""
+    recipe = get_recipe(cfg.recipe)
+    return recipe.lists(cfg, corpus, reference, progress) if recipe.lists is not None else None
+
+
 def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_name: str | None = None,
                  examples: tuple | None = None) -> dict:
     """Evaluate the base model, train, evaluate again, save the model to work_dir/'model'. `corpus_name`: the corpus
@@ -343,10 +359,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         reporter.progress(phase=name, step=None, total=None, unit=None, eta_s=eta_s)
 
     phase("loading corpus and models")
-    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
-                      drop_leaked=cfg.drop_leaked)
+    corpus = load_run_corpus(cfg)
     sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
-    recipe.check_corpus(cfg, corpus)
     if cfg.eval_every > 0 and corpus.kind != "labelled":
         raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
     model = load_model(cfg.model, _device(cfg))
@@ -357,11 +371,10 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     reference.requires_grad_(False)
     settings = EvalSettings(k=cfg.eval_k)
 
-    lists = None
     if recipe.lists is not None:
         phase("building lists")
-        lists = recipe.lists(cfg, corpus, reference, lambda d, t: reporter.progress(phase="lists: encoding", step=d,
-                                                                                   total=t))
+    lists = build_lists(cfg, corpus, reference,
+                        lambda d, t: reporter.progress(phase="lists: encoding", step=d, total=t))
     base_is_reference = (cfg.reference or cfg.model) == cfg.model
     timings["load_s"] = time.monotonic() - t0
 
