@@ -176,3 +176,13 @@ def test_evaluation_texts_are_what_export_and_evaluation_encode(tiny_model):
     pairs = pairs_of(pair_table())
     assert evaluation_texts(pairs) == [list(dict.fromkeys([*pairs.test.text1, *pairs.test.text2]))]
     assert np.all([isinstance(t, str) for part in evaluation_texts(corpus) for t in part])
+
+
+def test_a_pair_corpus_without_scores_still_exports_its_target_texts(tiny_model, tmp_path):
+    """Its evaluation encodes nothing (no STS without scores), but its texts are still what export writes."""
+    from core.runs.export import write_embeddings
+
+    pairs = pairs_of(pair_table().drop(columns="score").assign(label="neutral"))
+    assert evaluation_texts(pairs) == []
+    written = write_embeddings(tiny_model, pairs, tmp_path)
+    assert np.load(written[1]).shape[0] == len(set([*pairs.test.text1, *pairs.test.text2]))
