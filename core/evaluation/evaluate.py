@@ -22,7 +22,6 @@ from core.evaluation.per_class import per_class
 from core.evaluation.uncertainty import target_intervals
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
-from core.storage import embeddings_entry
 
 # phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
 PhaseProgress = Callable[[str, int, int], None]
@@ -121,12 +120,10 @@ def layers_fit(model, n_texts: int) -> bool:
 
 def _encode_split(model, texts: list[str], label: str, progress: PhaseProgress | None, fingerprint: str,
                   layers: bool) -> np.ndarray:
-    """The pooled embeddings of `texts`. With `layers`, a miss runs one pass that also records every layer's state
-    (when they fit), so the Layers page and CKA later read this pass instead of encoding the texts again."""
-    cb = (lambda d, t: progress(label, d, t)) if progress else None
-    if layers and layers_fit(model, len(texts)) and not embeddings_entry(fingerprint, texts, "pooled").exists():
-        encode_cached(model, texts, layers=True, progress=cb, fingerprint=fingerprint)  # writes the pooled entry too
-    return encode_cached(model, texts, progress=cb, fingerprint=fingerprint)
+    """The pooled embeddings of `texts`. With `layers`, a miss's pass also records every layer's state (when they
+    fit), so the Layers page and CKA later read this pass instead of encoding the texts again."""
+    return encode_cached(model, texts, record_layers=layers and layers_fit(model, len(texts)), fingerprint=fingerprint,
+                         progress=(lambda d, t: progress(label, d, t)) if progress else None)
 
 
 def encode_for_eval(

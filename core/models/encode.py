@@ -207,6 +207,7 @@ def encode_cached(
     texts: Sequence[str],
     *,
     layers: bool = False,
+    record_layers: bool = False,
     batch_size: int = 64,
     progress: Progress | None = None,
     fingerprint: str | None = None,
@@ -214,8 +215,9 @@ def encode_cached(
     """Pooled embeddings (n, d), or with layers=True the per-layer means (L+1, n, h), from cache when possible.
 
     Cached under embeddings_entry(), so re-plotting never re-encodes. A miss streams each batch into its entry as it
-    is encoded (storage.streamed_array), with the pooled entry alongside the layers when it is missing; an encode
-    that fails or is cancelled leaves no entry.
+    is encoded (storage.streamed_array), with the other entry (pooled beside layers; layers beside pooled when
+    `record_layers`) written in the same pass when it is missing; an encode that fails or is cancelled leaves no
+    entry.
     """
     fingerprint = fingerprint or model_fingerprint(model)
     kind = "layers" if layers else "pooled"
@@ -224,12 +226,14 @@ def encode_cached(
     if found is not None:
         return found
     entries = {kind: path}
-    if layers and not (pooled_path := embeddings_entry(fingerprint, texts, "pooled")).exists():
-        entries["pooled"] = pooled_path
+    other = "pooled" if layers else "layers"
+    if (layers or record_layers) and not (other_path := embeddings_entry(fingerprint, texts, other)).exists():
+        entries[other] = other_path
     with ExitStack() as streams:
         def into(output: str, shape: tuple[int, ...]) -> np.ndarray:
             entry = entries.get(output)
             return streams.enter_context(streamed_array(entry, shape)) if entry else _in_memory(output, shape)
 
-        result = encode(model, texts, batch_size=batch_size, layers=layers, progress=progress, into=into)
+        result = encode(model, texts, batch_size=batch_size, layers="layers" in entries, progress=progress,
+                        into=into)
     return np.array(result.layers if layers else result.embeddings)  # a copy: the caller must not write the entry
