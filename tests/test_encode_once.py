@@ -164,6 +164,7 @@ def test_the_encode_clock_leaves_the_first_batch_out_of_the_rate():
         clock.update("train", done, 256)
     assert clock.rate() == pytest.approx(384.0 / 3)  # 192 texts in 1.5 s
     assert clock.texts == 256 and clock.encode_s() == pytest.approx(2.0)
+    assert clock.startup_s(0.0) == pytest.approx(4.5)  # before the first batch's 0.5 s: the workers starting
     few = EncodeClock(lambda: now[0])
     few.update("x", 10, 20)
     assert few.rate() is None

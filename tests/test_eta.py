@@ -71,6 +71,31 @@ def test_the_evaluation_after_training_counts_down_from_its_encoding_then_saving
     assert eta.saving(0.0) == 2.0 and eta.saving(1.5) == 0.5 and eta.saving(5.0) == 0.0
 
 
+def test_an_evaluations_first_batch_does_not_set_its_pace():
+    """At 64 of 5,952 texts after 1.2 s (start-up included), the pace would say 110 s for a 10 s evaluation."""
+    eta = RunEta(total_steps=4, eval_s=10.0)
+    assert eta.final(1.2, 64 / 5952) == pytest.approx(10 * (1 - 64 / 5952))
+    assert eta.final(6.0, 0.2) == pytest.approx(24.0)  # a fifth done in 6 s: its own pace from here on
+    share = EncodeShare(1000)
+    share.update("test", 100, 1000, elapsed_s=3.0)  # the first batch's report, 3 s in: start-up and one batch
+    share.update("test", 300, 1000, elapsed_s=5.0)  # then 200 texts in 2 s
+    assert share.since == (3.0, 0.1)
+    slow = RunEta(total_steps=4, eval_s=4.0)  # estimated 4 s; it runs slower: its pace counts from the first batch
+    assert slow.final(5.0, share.fraction, share.since) == pytest.approx(7.0)  # 700 more at 100 / s, not 700 / 60
+
+
+def test_the_before_evaluations_start_up_is_not_counted_in_the_next_one(tiny_model, contrastlab_home):
+    from datasets import Dataset
+
+    from core.models.rates import record_rate
+
+    cfg = TrainConfig.from_dict({"corpus": "c.csv", "model": "m"})
+    dataset = Dataset.from_dict({"anchor": ["a"], "positive": ["b"], "negative": ["c"]})
+    record_rate(tiny_model, 100.0)
+    timing = {"seconds": 20.0, "encode_s": 10.0, "startup_s": 5.0, "texts": 1000}
+    assert trainer._run_eta(cfg, tiny_model, dataset, timing, 1000).eval_s == pytest.approx(5.0 + 10.0)
+
+
 def test_the_first_step_set_up_is_left_out_of_the_step_rate():
     eta = RunEta(total_steps=10)
     assert eta.training(1, 10.0) == pytest.approx(9 * 10.0)  # one step: all there is

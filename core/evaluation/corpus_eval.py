@@ -67,7 +67,8 @@ def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progre
 
 def _timed(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress: PhaseProgress | None,
            sts: PairCorpus | None, lists: ListCorpus | None, layers: bool) -> dict:
-    """_compute, with how long it took under "timing" (seconds in all, of them encoding, texts encoded), stored with
+    """_compute, with how long it took under "timing" (seconds in all, of them encoding and start-up before the first
+    text, texts encoded), stored with
     the result in the cache. The encoding rate it measured is kept for later ETAs (core.models.rates)."""
     clock, t0 = EncodeClock(), time.monotonic()
 
@@ -80,8 +81,9 @@ def _timed(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress
     if (rate := clock.rate()) is not None:
         record_rate(model, rate)
     seconds = time.monotonic() - t0  # the estimate of encode_s extrapolates the first batches: never above the wall
-    result["timing"] = {"seconds": round(seconds, 3), "encode_s": round(min(clock.encode_s(), seconds), 3),
-                        "texts": clock.texts}
+    encode_s = min(clock.encode_s(), seconds)
+    result["timing"] = {"seconds": round(seconds, 3), "encode_s": round(encode_s, 3),
+                        "startup_s": round(min(clock.startup_s(t0), seconds - encode_s), 3), "texts": clock.texts}
     return result
 
 

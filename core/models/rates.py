@@ -67,6 +67,14 @@ class EncodeClock:
         seconds = sum(span[2] - span[0] for span in self._spans.values())
         return timed / seconds if timed >= MIN_TEXTS and seconds > 0 else None
 
+    def startup_s(self, started: float) -> float:
+        """Seconds between `started` and the first text's encoding (workers starting, the model shipped to them):
+        a one-off that a later evaluation with warm workers does not pay, so it is neither encoding nor scoring."""
+        if not self._spans or (rate := self.rate()) is None:
+            return 0.0
+        first, done = min((span[0], span[1]) for span in self._spans.values())
+        return max(first - started - done / rate, 0.0)
+
     def encode_s(self) -> float:
         """Seconds the encoding took, all of it (the untimed first batches at the measured rate)."""
         rate = self.rate()

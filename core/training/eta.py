@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 FORWARD_BACKWARD = 3.0
 SAVE_BYTES_PER_S = 150e6  # a modest disk's write rate: the weights dominate what saving writes
 SAVE_FIXED_S = 0.5  # tokenizer files, config and model card
+PACE_SHARE = 0.1  # an evaluation's own pace is trusted once this share of its texts is encoded
 
 
 def save_seconds(weight_bytes: int) -> float:
@@ -106,32 +107,36 @@ class RunEta:
             self.step_s = (train_s - self.first[1]) / (step - self.first[0])
         return self.after_step(step)
 
-    def evaluating(self, step: int, elapsed_s: float, fraction: float) -> float | None:
+    def evaluating(self, step: int, elapsed_s: float, fraction: float,
+                   since: tuple[float, float] = (0.0, 0.0)) -> float | None:
         """Seconds left during the in-training evaluation at `step`, `elapsed_s` into it, `fraction` of its texts
-        encoded; None while no step time is known."""
+        encoded (its pace counted from `since`, EncodeShare.since); None while no step time is known."""
         if self.cancelled:
             return 0.0
         if self.step_s is None:
             return None
-        return self._rest(elapsed_s, fraction) + self.after_step(step)
+        return self._rest(elapsed_s, fraction, since) + self.after_step(step)
 
-    def final(self, elapsed_s: float, fraction: float) -> float:
+    def final(self, elapsed_s: float, fraction: float, since: tuple[float, float] = (0.0, 0.0)) -> float:
         """Seconds left during the evaluation after training: the rest of it and saving."""
         if self.cancelled:
             return 0.0
-        return self._rest(elapsed_s, fraction) + _finite(self.save_s)
+        return self._rest(elapsed_s, fraction, since) + _finite(self.save_s)
 
     def saving(self, elapsed_s: float) -> float:
         return 0.0 if self.cancelled else max(_finite(self.save_s) - _finite(elapsed_s), 0.0)
 
-    def _rest(self, elapsed_s: float, fraction: float) -> float:
+    def _rest(self, elapsed_s: float, fraction: float, since: tuple[float, float] = (0.0, 0.0)) -> float:
         """The rest of an evaluation under way: the estimate's unfinished share, or, when it runs slower than
-        estimated, the unfinished share at its own measured pace."""
+        estimated, the unfinished share at its own pace. The pace is measured from `since` (elapsed seconds, share
+        done at the first batch's report), so start-up does not count as encoding, and only once PACE_SHARE more
+        is done: at 1 % done a second of start-up would be multiplied by a hundred."""
         expected, elapsed = self.evaluation_s(), _finite(elapsed_s)
         share = min(_finite(fraction), 1.0)
-        if share == 0.0:
-            return max(expected - elapsed, 0.0)
-        return max(expected * (1 - share), elapsed * (1 - share) / share)
+        paced_s, paced = elapsed - min(_finite(since[0]), elapsed), share - min(_finite(since[1]), share)
+        if paced < PACE_SHARE:
+            return max(expected * (1 - share), expected - elapsed, 0.0)
+        return max(expected * (1 - share), paced_s * (1 - share) / paced)
 
 
 class EncodeShare:
@@ -142,9 +147,13 @@ class EncodeShare:
         self.texts = max(texts, 0)
         self._done: dict[str, int] = {}
         self._total: dict[str, int] = {}
+        self.since: tuple[float, float] | None = None  # (elapsed s, share) at the first report: where pace starts
 
-    def update(self, name: str, done: int, total: int) -> float:
+    def update(self, name: str, done: int, total: int, elapsed_s: float = 0.0) -> float:
+        """Record a progress call `elapsed_s` into the evaluation; returns the share done."""
         self._done[name], self._total[name] = done, total
+        if self.since is None:
+            self.since = (elapsed_s, self.fraction)
         return self.fraction
 
     @property

@@ -169,8 +169,9 @@ class _ReportCallback(TrainerCallback):
         """The in-training evaluator's encode progress: the ETA counts down through the evaluation."""
         if self.eval_t0 is None:
             return
-        fraction = self.share.update(name, done, total)
-        left = self.eta.evaluating(self.step, time.monotonic() - self.eval_t0, fraction)
+        elapsed = time.monotonic() - self.eval_t0
+        fraction = self.share.update(name, done, total, elapsed)
+        left = self.eta.evaluating(self.step, elapsed, fraction, self.share.since or (0.0, 0.0))
         self.reporter.progress(step=self.share.done, total=self.share.total, eta_s=_rounded(left))
 
     def on_evaluate(self, args, state, control, **kwargs):
@@ -300,10 +301,12 @@ def _scores(metrics: dict) -> dict:
 
 def _run_eta(cfg: TrainConfig, model, dataset, timing: dict, eval_texts: int) -> RunEta:
     """The run's ETA model (core.training.eta) from what this machine measured: one evaluation is the
-    before-evaluation's scoring time (recorded with its result, so known even when it came from the cache) plus
+    before-evaluation's scoring time (recorded with its result, so known even when it came from the cache; its
+    start-up, the encode workers starting, is not repeated by a later evaluation) plus
     encoding its texts at the rate this machine last measured for this architecture (core.models.rates). With
     top_layers the evaluations run only the top layers, at a rate only training measures."""
-    score_s = max(float(timing.get("seconds", 0.0)) - float(timing.get("encode_s", 0.0)), 0.0)
+    spent = float(timing.get("encode_s", 0.0)) + float(timing.get("startup_s", 0.0))  # start-up: a one-off
+    score_s = max(float(timing.get("seconds", 0.0)) - spent, 0.0)
     rate = None if cfg.top_layers else encode_rate(model)
     text_columns = sum(getattr(f, "dtype", None) in ("string", "large_string") for f in dataset.features.values())
     return RunEta(
@@ -429,9 +432,10 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         share = EncodeShare(eta.eval_texts)
 
         def after_progress(name: str, done: int, total: int) -> None:
-            share.update(name, done, total)
+            elapsed = time.monotonic() - t3
+            share.update(name, done, total, elapsed)
             reporter.progress(step=share.done, total=share.total, unit="texts",
-                              eta_s=_rounded(eta.final(time.monotonic() - t3, share.fraction)))
+                              eta_s=_rounded(eta.final(elapsed, share.fraction, share.since or (0.0, 0.0))))
 
         phase("evaluating after training", _rounded(eta.final(0.0, 0.0)))
         after = evaluate_corpus(model, reference, corpus, settings, progress=after_progress,
