@@ -5,6 +5,7 @@ embedding cache, and `train --json` says where a run's time went."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -187,3 +188,27 @@ def test_a_pair_corpus_without_scores_still_exports_its_target_texts(tiny_model,
     assert evaluation_texts(pairs) == []
     written = write_embeddings(tiny_model, pairs, tmp_path)
     assert np.load(written[1]).shape[0] == len(set([*pairs.test.text1, *pairs.test.text2]))
+
+
+def test_every_figure_of_an_evaluation_carries_its_interval(tiny_model, contrastlab_home):
+    result = evaluate_corpus(tiny_model, tiny_model, load_corpus(demo_corpus_path()))
+    low, high = result["knn_accuracy_ci"]
+    assert 0 <= low < result["knn_accuracy"] < high <= 1
+    pairs = pairs_of(pair_table())
+    scored = evaluate_corpus(tiny_model, tiny_model, pairs)
+    low, high = scored["sts_spearman_ci"]
+    assert low < scored["sts_spearman"] < high
+
+
+def test_intervals_of_shares_and_correlations_follow_their_textbook_forms():
+    from core.evaluation.corpus_eval import with_intervals
+    from core.evaluation.uncertainty import proportion_ci, spearman_ci
+
+    low, high = proportion_ci(0.5, 100)
+    assert (round(low, 4), round(high, 4)) == (0.4038, 0.5962)  # Wilson, z = 1.96
+    assert proportion_ci(1.0, 10)[1] == 1.0 and proportion_ci(0.0, 10)[0] == pytest.approx(0.0, abs=1e-12)
+    low, high = spearman_ci(80.0, 1379)
+    assert (round(low, 1), round(high, 1)) == (77.7, 82.1)  # Fisher z, Bonett-Wright: narrower toward 100
+    assert all(math.isnan(v) for v in spearman_ci(80.0, 3))
+    assert with_intervals({"sts_spearman": 50.0}, 3)["sts_spearman_ci"] == [None, None]  # JSON: null, not NaN
+    assert "ordering_accuracy_ci" in with_intervals({"ordering_accuracy": 0.4, "n_lists": 20}, 0)

@@ -12,6 +12,7 @@ target lists (`lists`).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict
 from typing import Union
@@ -22,12 +23,13 @@ from core.data.pairs import PairCorpus
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_spearman
+from core.evaluation.uncertainty import proportion_ci, spearman_ci
 from core.models.loading import model_fingerprint
 from core.models.rates import EncodeClock, record_rate
 from core.storage import cached_json, result_entry
 
 AnyCorpus = Union[Corpus, PairCorpus, ListCorpus]
-RESULT_VERSION = 1  # part of the result cache's key: raise it when what an evaluation returns changes
+RESULT_VERSION = 2  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
 def evaluation_texts(corpus: AnyCorpus, settings: EvalSettings = EvalSettings(), sts: PairCorpus | None = None,
@@ -62,7 +64,26 @@ def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progre
         result.update(ordering_metrics(model, lists, progress=report("target lists")))
     if sts is not None:
         result["sts_spearman"] = sts_spearman(model, sts, progress=report("STS pairs"))
-    return result
+    sts_pairs = sts if sts is not None else corpus if isinstance(corpus, PairCorpus) else None
+    return with_intervals(result, len(sts_pairs.test) if sts_pairs is not None else 0)
+
+
+def with_intervals(result: dict, sts_pairs: int) -> dict:
+    """The result with a 95% interval `<metric>_ci` beside each figure it holds that has none yet: kNN accuracy
+    over its test targets and the share of exactly ordered lists (Wilson), STS Spearman over `sts_pairs` pairs
+    (Fisher z); P@k and S@k carry bootstrap intervals under "uncertainty" already."""
+    out = dict(result)
+    for key, n in (("knn_accuracy", result.get("n_queries")), ("ordering_accuracy", result.get("n_lists"))):
+        if result.get(key) is not None and n:
+            out[f"{key}_ci"] = _json_interval(proportion_ci(float(result[key]), int(n)))
+    if result.get("sts_spearman") is not None:
+        out["sts_spearman_ci"] = _json_interval(spearman_ci(float(result["sts_spearman"]), sts_pairs))
+    return out
+
+
+def _json_interval(bounds: tuple[float, float]) -> list[float | None]:
+    """An interval as JSON holds it: an undefined bound (too few items) is null, never NaN."""
+    return [None if math.isnan(v) else v for v in bounds]
 
 
 def _timed(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress: PhaseProgress | None,

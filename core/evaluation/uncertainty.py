@@ -73,6 +73,34 @@ def target_intervals(target_polarity: np.ndarray, target_similarity: np.ndarray)
     return out
 
 
+def _z(level: float) -> float:
+    return NormalDist().inv_cdf((1 + level) / 2)
+
+
+def proportion_ci(share: float, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval of a share of n independent yes / no outcomes (an accuracy over n test texts, the
+    share of lists ordered exactly): unlike mean ± z SE it stays inside [0, 1] near 0 and 1. NaN for n < 1 or a
+    share outside [0, 1]."""
+    if n < 1 or not 0.0 <= share <= 1.0:
+        return math.nan, math.nan
+    z = _z(level)
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def spearman_ci(rho: float, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Interval of a Spearman correlation over n pairs, rho and the interval x 100 as STS figures are: Fisher's
+    z = atanh(rho) with Bonett and Wright's (2000) variance (1 + rho^2 / 2) / (n - 3), which keeps the coverage
+    of Spearman's rho close to the nominal level. NaN for n < 4 or |rho| >= 100."""
+    r = rho / 100
+    if n < 4 or not abs(r) < 1:
+        return math.nan, math.nan
+    half = _z(level) * math.sqrt((1 + r * r / 2) / (n - 3))
+    z = math.atanh(r)
+    return 100 * math.tanh(z - half), 100 * math.tanh(z + half)
+
+
 def se_from_sd(sd: float | None, n: int | None) -> float:
     """The standard error from a stored standard deviation over n targets (numpy's, divided by n), so runs stored
     without their intervals still get an exact one; NaN when either is missing or n < 2."""
@@ -101,5 +129,5 @@ def interval(metrics: dict, metric: str, bars: str) -> Interval:
     if ci is not None:
         low, high = (math.nan if v is None else float(v) for v in ci)
         return Interval(low, high)
-    half = NormalDist().inv_cdf((1 + LEVEL) / 2) * se
+    half = _z(LEVEL) * se
     return Interval(mean - half, mean + half, approximate=True)
