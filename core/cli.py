@@ -23,6 +23,9 @@ from core.evaluation.headline import HEADLINE
 from core.jobs import ddp, launch
 from core.jobs.sweep import SEEDS, cancel, sweep_config
 from core.models.loading import DEFAULT_MODEL, load_model, resolve_model, setup_offline
+from core.reproduce import EXPERIMENTS
+from core.reproduce.report import help_text as reproduction_help
+from core.reproduce.report import table_text
 from core.runs.labels import knob_value, shown_text
 from core.runs.store import RunStore
 from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, for_recipe
@@ -439,6 +442,27 @@ def cmd_sweep(args) -> dict:
          "status": c.status, "before": c.before, "after": c.metrics_after} for c in children]}
 
 
+def cmd_reproduce(args) -> dict:
+    """A seed's headline experiment (core.reproduce) as a run whose arms are child runs; its rows as the result."""
+    from core.reproduce.job import reproduction_config
+
+    store = RunStore()
+    run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, args.model))
+    run = follow(store, run_id)
+    if run.status == "failed":
+        code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
+        raise RunFailed(code, f"reproduction {run.id} failed: {run.error} (log: {store.run_dir(run.id) / 'worker.log'})")
+    if run.status != "done":
+        raise RunFailed(EXIT_INTERRUPTED, f"reproduction {run.id} was {run.status}")
+    after = run.metrics_after or {}
+    return {"run_id": run.id, **{key: after.get(key) for key in ("name", "quick", "model", "rows", "runs")}}
+
+
+def _print_reproduce(r: dict) -> None:
+    print(f"reproduction {r['name']}{' (--quick)' if r['quick'] else ''}: run {r['run_id']}")
+    print(table_text(r["rows"]))
+
+
 def cmd_runs(args) -> dict:
 
     store = RunStore()
@@ -510,6 +534,7 @@ COMMANDS: dict[str, tuple[Callable, Callable]] = {
     "quick": (cmd_quick, _print_quick),
     "crop": (cmd_crop, _print_train),
     "sweep": (cmd_sweep, _print_sweep),
+    "reproduce": (cmd_reproduce, _print_reproduce),
     "runs": (cmd_runs, _print_runs),
     "export": (cmd_export, _print_export),
 }
@@ -570,6 +595,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "or the cluster at --address")
     sw.add_argument("--address", default=None, metavar="ADDRESS", help="a Ray cluster to run on with --engine ray: "
                     "auto, HOST:PORT or ray://HOST:10001 (default: start a local Ray instance)")
+    rp = sub.add_parser("reproduce", help="run a seed paper's headline experiment and print each claim with the "
+                        "published figure and ours (95%% CI)", description=reproduction_help(),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("name", metavar="NAME", help=f"one of: {', '.join(EXPERIMENTS)}")
+    rp.add_argument("--data", required=True, metavar="DIR", help="the folder holding the experiment's files "
+                    "(listed above)")
+    rp.add_argument("--quick", action="store_true", help="a small budget: minutes on a CPU, not the paper's setting")
+    rp.add_argument("--model", default=None, help="the model every arm trains (default all-MiniLM-L6-v2, the model "
+                    "the published figures are compared with)")
+    rp.add_argument("--json", action="store_true")
     rs = sub.add_parser("runs", help="list runs")
     rs.add_argument("--json", action="store_true")
     ex = sub.add_parser("export", help="export a finished run's model, card, config and embeddings")

@@ -20,7 +20,8 @@ ALLOWED = {
     "runs": {"errors", "storage", "models", "data", "evaluation", "training"},
     "jobs": {"errors", "storage", "models", "data", "evaluation", "training", "runs"},
     "analysis": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs"},
-    "cli": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs", "analysis"},
+    "reproduce": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs"},
+    "cli": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs", "analysis", "reproduce"},
     "__main__": {"cli"},
 }
 

@@ -42,12 +42,14 @@ ATTENTION = AppPage("app_pages/6_Attention.py", "Attention", ":material/visibili
                     "Per-head attention and ATA token weights for one text.")
 RUNS = AppPage("app_pages/7_Runs.py", "Runs & export", ":material/inventory_2:",
                "Compare and delete runs; export models, embeddings and plots.")
+REPRODUCTIONS = AppPage("app_pages/9_Reproductions.py", "Reproductions", ":material/science:",
+                        "Each seed paper's headline experiment: its claims, the published figures and ours.")
 DEFINITIONS = AppPage("app_pages/8_Definitions.py", "Definitions", ":material/menu_book:",
                       "What each metric and method means: P@k and S@k, kNN accuracy, example mining, crops, "
                       "aligned maps, ATA pooling.")
 
 WORKFLOW = (CORPUS, TRAIN, MAPS, LAYERS, TRADEOFF, ATTENTION, RUNS)
-PAGES = (HOME, *WORKFLOW, DEFINITIONS)
+PAGES = (HOME, *WORKFLOW, REPRODUCTIONS, DEFINITIONS)
 
 
 def navigation() -> st.Page:

@@ -10,7 +10,7 @@ from core.jobs.process import LOG_NAME
 from core.jobs.sweep import cancel
 from core.runs.export import safe_name
 from core.runs.labels import duration_s, knob_text, recipe_text
-from core.runs.store import Run, RunStore
+from core.runs.store import PARENT_KINDS, Run, RunStore
 from ui.charts import plot
 from ui.feedback import guard
 from ui.run_control import get_run
@@ -139,7 +139,7 @@ def _draw(runs: RunStore, run: Run, key: str) -> None:
             metric_cards(run.before, None)
     else:
         outcome(runs, run)
-    if run.kind == "sweep":
+    if run.kind in PARENT_KINDS:
         children = runs.list(sweep_id=run.id, with_losses=False)
         if children:
             runs_table(children, key=f"{key}:children")

@@ -29,6 +29,7 @@ from core.runs.store import TMP_NAME, Run, RunStore
 JOBS: dict[str, str] = {
     "train": "core.training.trainer:run_job",
     "sweep": "core.jobs.sweep:run_job",
+    "reproduce": "core.reproduce.job:run_job",
     "wait": "core.jobs.worker:wait_job",
 }
 

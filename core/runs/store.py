@@ -32,6 +32,7 @@ from core.storage import home
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 ACTIVE = ("queued", "running")
+PARENT_KINDS = ("sweep", "reproduce")  # kinds whose runs train child runs (their sweep_id names the parent)
 DB_NAME = "runs.sqlite"
 TMP_NAME = ".tmp"  # a run's staged artefacts live in <run_dir>/.tmp until the job has succeeded
 BUSY_TIMEOUT_S = 30.0

@@ -1,0 +1,52 @@
+"""Reproductions page: each seed paper's headline experiment with its claims, the published figure beside ours
+(95% interval) and what we do differently; a reproduction runs in a background worker like any run
+(core.reproduce), so closing the tab loses nothing."""
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from core.jobs import launch
+from core.reproduce import EXPERIMENTS
+from core.reproduce.job import latest, reproduction_config
+from core.reproduce.report import ours_text
+from ui.feedback import guard
+from ui.run_panel import live_run
+
+store = ui.run_store()
+st.title("Reproductions")
+st.caption("Each seed paper's headline experiment as a few training runs on the paper's public data. Every row is a "
+           "claim: the paper's figure, ours with its 95% interval, and the settings that differ from the paper "
+           "(a smaller budget, another model). The same from a terminal: `python -m core reproduce NAME --data DIR "
+           "[--quick]`.")
+data = st.text_input("Data folder", key="reproduce_data", persist_state="session",
+                     placeholder="the folder with sst2.csv, stsb.csv, snli.csv, trec.csv, bbc_news.csv",
+                     help="Each experiment reads its files from here; the files each needs are listed with it.")
+quick = st.toggle("Quick (a small budget: minutes on a CPU)", value=True, key="reproduce_quick")
+model = ui.state.model_name()
+st.caption(f"Every arm trains `{model}`, the model chosen on the Corpus page; the published figures are compared "
+           "with all-MiniLM-L6-v2's.")
+
+for experiment in EXPERIMENTS.values():
+    done, active = latest(store, experiment.name)
+    with st.container(border=True):
+        st.subheader(experiment.title)
+        st.caption(experiment.paper)
+        st.markdown("Reads " + "; ".join(f"`{s.file}` ({s.holds})" for s in experiment.sources))
+        if done is not None:
+            result = done.metrics_after or {}
+            st.dataframe(pd.DataFrame([{"claim": r["claim"], "published": r["published"], "ours [95% CI]":
+                                        ours_text(r), "differs from the paper": r["differs"]}
+                                       for r in result.get("rows", [])]), hide_index=True, width="stretch")
+            st.caption(f"{'Quick' if result.get('quick') else 'Full'} reproduction `{done.id}` with "
+                       f"`{result.get('model')}`; its arms are runs on the Runs page.")
+        elif active is None:
+            st.caption("Not run yet on this machine.")
+        if active is not None:
+            live_run(store, active.id, key=f"reproduce:{experiment.name}")
+        elif st.button(f"Run {experiment.name}", key=f"reproduce:{experiment.name}:start",
+                       icon=":material/play_arrow:", disabled=not data.strip()):
+            with guard(f"Starting the {experiment.name} reproduction"):
+                run_id = store.create("reproduce", reproduction_config(experiment.name, data.strip(), quick, model))
+                launch.start(store, run_id)
+                st.rerun()

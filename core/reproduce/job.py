@@ -1,0 +1,74 @@
+"""A reproduction as a run of the store (core.jobs.worker.JOBS['reproduce']): each arm is a child train run,
+trained and evaluated one after another in this process exactly as any run is (so it is listed, cancelled and
+exported like one), then the experiment's rows are computed from the children's evaluations."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from core.errors import Cancelled, UserError
+from core.reproduce import get_experiment
+from core.reproduce.experiment import Arm, Outcome, Setup
+
+
+def reproduction_config(name: str, data: str | Path, quick: bool, model: str | None = None) -> dict:
+    """The stored config of a reproduction, checked now (unknown name, missing folder or file, a model that cannot
+    be found, an arm whose settings do not validate: UserError), so a bad request never becomes a run."""
+    from core.models.loading import DEFAULT_MODEL, resolve_model
+
+    experiment = get_experiment(name)
+    folder = Path(data).expanduser().resolve()
+    experiment.paths(folder)
+    config = {"name": experiment.name, "data": str(folder), "quick": bool(quick), "model": model or DEFAULT_MODEL}
+    resolve_model(config["model"])
+    arms_of(config)
+    return config
+
+
+def arms_of(config: dict) -> list[Arm]:
+    """The experiment's arms with every setting validated (TrainConfig), stored as a run stores its config."""
+    from core.training.config import TrainConfig
+
+    setup = Setup(config["quick"], config["model"])
+    arms = get_experiment(config["name"]).arms(Path(config["data"]), setup)
+    return [Arm(a.label, TrainConfig.from_dict(a.config).to_dict()) for a in arms]
+
+
+def run_job(ctx) -> dict:
+    from core.jobs.worker import execute
+
+    store = ctx.store
+    config = reproduction_config(ctx.config["name"], ctx.config["data"], ctx.config.get("quick", False),
+                                 ctx.config.get("model"))
+    experiment = get_experiment(config["name"])
+    arms = arms_of(config)
+    outcomes: dict[str, Outcome] = {}
+    for i, arm in enumerate(arms):
+        if ctx.should_stop():
+            raise Cancelled()
+        child = store.create("train", arm.config, sweep_id=ctx.run_id, corpus_name=Path(arm.config["corpus"]).name)
+        store.claim(child, os.getpid())
+        ctx.progress(phase=f"arm {i + 1}/{len(arms)}: {arm.label}", step=i, total=len(arms), current_run=child)
+        execute(store, child)
+        run = store.get(child)
+        if run.status == "cancelled":
+            raise Cancelled()
+        if run.status != "done":
+            raise UserError(f"{experiment.name}: the arm '{arm.label}' (run {child}) failed: {run.error}")
+        outcomes[arm.label] = Outcome(child, run.config, run.before or {}, run.metrics_after or {})
+    ctx.progress(phase="done", step=len(arms), total=len(arms))
+    setup = Setup(config["quick"], config["model"])
+    return {"name": experiment.name, "quick": config["quick"], "model": config["model"],
+            "rows": [asdict(r) for r in experiment.rows(outcomes, setup)],
+            "runs": {label: o.run_id for label, o in outcomes.items()}}
+
+
+def latest(store, name: str) -> tuple[object | None, object | None]:
+    """(the newest finished reproduction of `name`, the newest one still queued or running), each None if none."""
+    runs = sorted((r for r in store.list(kind="reproduce", with_losses=False) if r.config.get("name") == name),
+                  key=lambda r: r.created, reverse=True)
+    done = next((r for r in runs if r.status == "done"), None)
+    active = next((r for r in runs if r.active), None)
+    return done, active

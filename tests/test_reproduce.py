@@ -1,0 +1,132 @@
+"""`python -m core reproduce NAME --data DIR` and the Reproductions page: each seed's headline experiment as child
+runs of one reproduction run, reported as claim / published / ours with its 95% interval / what differs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import core.jobs.launch
+import core.jobs.worker
+from core.cli import main
+from core.reproduce import EXPERIMENTS
+from core.reproduce.experiment import Outcome, Setup
+from core.reproduce.job import arms_of, latest
+from core.reproduce.report import table_text
+from core.runs.store import RunStore
+from tests.conftest import APP, APP_TIMEOUT_S, no_errors
+from tests.test_sts import pair_table
+
+ROW_KEYS = {"claim", "published", "ours", "ci_low", "ci_high", "differs"}
+
+
+@pytest.fixture
+def synchronous(monkeypatch):
+    """The reproduction's worker runs in this process, so a test sees it end."""
+    monkeypatch.setattr(core.jobs.launch, "start",
+                        lambda store, run_id, meet=None: core.jobs.worker.execute(store, run_id) or os.getpid())
+
+
+@pytest.fixture
+def stsb_dir(tmp_path) -> Path:
+    """A data folder with an STS-B-shaped stsb.csv: 48 scored train pairs, 30 test pairs."""
+    df = pair_table(n_test=30, n_train=48)
+    df.loc[df["split"] == "train", "score"] = np.random.default_rng(0).uniform(0, 5, 48).round(2)
+    df.to_csv(tmp_path / "stsb.csv", index=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_experiment_declares_runs_that_validate_on_its_own_files(quick, tiny_model_dir):
+    data, model = Path("/data"), str(tiny_model_dir)
+    for name, experiment in EXPERIMENTS.items():
+        arms = arms_of({"name": name, "data": str(data), "quick": quick, "model": model})
+        assert arms and len({a.label for a in arms}) == len(arms), name
+        files = {str(data / s.file) for s in experiment.sources}
+        for arm in arms:
+            assert arm.config["corpus"] in files and arm.config["model"] == model, (name, arm.label)
+            assert arm.config.get("sts_corpus") in files | {None}, (name, arm.label)
+
+
+def test_rows_put_the_published_figure_beside_ours_and_its_interval():
+    before = {"polarity": 63.5, "similarity": 45.0,
+              "uncertainty": {"polarity_ci": [62.5, 64.5], "similarity_ci": [44.8, 45.2]}}
+    after = {"polarity": 70.0, "similarity": 40.0,
+             "uncertainty": {"polarity_ci": [69.0, 71.0], "similarity_ci": [39.5, 40.5]}}
+    setup = Setup(quick=True, model="all-MiniLM-L6-v2")
+    arms = arms_of({"name": "margins", "data": "/data", "quick": True, "model": "all-MiniLM-L6-v2"})
+    outcomes = {a.label: Outcome("r", a.config, before, after) for a in arms}
+    rows = EXPERIMENTS["margins"].rows(outcomes, setup)
+    first = rows[0]
+    assert (first.published, first.ours, first.ci_low, first.ci_high) == (63.0, 63.5, 62.5, 64.5)
+    assert [r.published for r in rows] == [63.0, 46.6, 80.6, 35.2, 81.3, 29.6]
+    assert "top 2 layers" in rows[2].differs and "50,000" in rows[2].differs and first.differs == ""
+    text = table_text([r.__dict__ for r in rows]).splitlines()
+    assert len(text) == 1 + len(rows) and "63.50 [62.50, 64.50]" in text[1]
+
+
+def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
+        stsb_dir, tiny_model_dir, synchronous, capsys):
+    code = main(["reproduce", "raoe", "--quick", "--data", str(stsb_dir), "--model", str(tiny_model_dir), "--json"])
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert out["name"] == "raoe" and out["quick"] is True
+    assert [r["published"] for r in out["rows"]] == [None, 78.99, 85.64, 88.55]
+    for row in out["rows"]:
+        assert set(row) == ROW_KEYS and row["ci_low"] < row["ours"] < row["ci_high"]
+    store = RunStore()
+    (parent,) = store.list(kind="reproduce", with_losses=False)
+    children = store.list(sweep_id=parent.id, with_losses=False)
+    assert parent.status == "done" and {c.id for c in children} == set(out["runs"].values())
+    assert {c.config["recipe"] for c in children} == {"cosent", "angle", "raoe_rank"}
+    assert all(c.status == "done" and c.artefacts.get("model") for c in children)
+    assert latest(store, "raoe") == (store.get(parent.id), None)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "nope", "--data", "{dir}"], "Unknown reproduction 'nope'"),
+    (["reproduce", "", "--data", "{dir}"], "Unknown reproduction ''"),
+    (["reproduce", "raoe", "--data", "{dir}/missing"], "does not exist"),
+    (["reproduce", "raoe", "--data", "{dir}/stsb.csv"], "does not exist"),
+    (["reproduce", "listmle", "--data", "{dir}"], "needs snli.csv"),
+    (["reproduce", "raoe", "--data", "{dir}", "--model", "{dir}/no-such-model"], "no-such-model"),
+])
+def test_a_reproduction_that_cannot_run_is_one_line_and_exit_2(stsb_dir, argv, message, capsys):
+    code = main([a.format(dir=stsb_dir) for a in argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("error: ") and message in err and "\n" not in err
+    assert RunStore().list(with_losses=False) == []  # nothing was queued
+
+
+def test_reproductions_page_lists_every_experiment_and_shows_a_finished_one(
+        stsb_dir, tiny_model_dir, synchronous, app, capsys):
+    assert main(["reproduce", "ata", "--quick", "--data", str(stsb_dir), "--model", str(tiny_model_dir)]) == 0
+    capsys.readouterr()
+    app.run()
+    at = app.switch_page("app_pages/9_Reproductions.py").run()
+    no_errors(at)
+    assert [h.value for h in at.subheader] == [e.title for e in EXPERIMENTS.values()]
+    (table,) = at.dataframe
+    frame = table.value
+    assert list(frame["published"]) == [65.41, 65.87] and frame["ours [95% CI]"].str.contains(r"\[").all()
+    starts = [b for b in at.button if b.label.startswith("Run ")]
+    assert len(starts) == len(EXPERIMENTS) and all(b.disabled for b in starts)  # no data folder given yet
+
+
+def test_the_page_starts_a_reproduction_in_the_background(stsb_dir, tiny_model_dir, app, monkeypatch):
+    started = []
+    monkeypatch.setattr(core.jobs.launch, "start", lambda store, run_id, meet=None: started.append(run_id) or 0)
+    app.run()
+    at = app.switch_page("app_pages/9_Reproductions.py").run()
+    at.text_input(key="reproduce_data").set_value(str(stsb_dir)).run()
+    next(b for b in at.button if b.label == "Run raoe").click().run()
+    no_errors(at)
+    (run,) = RunStore().list(kind="reproduce", with_losses=False)
+    assert started == [run.id] and run.config == {"name": "raoe", "data": str(stsb_dir.resolve()), "quick": True,
+                                                  "model": str(tiny_model_dir)}
+    next(b for b in at.button if b.label == "Run listmle").click().run()  # its files are not in the folder
+    assert [e.value for e in at.error] and "needs snli.csv" in at.error[0].value
