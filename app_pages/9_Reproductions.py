@@ -9,7 +9,7 @@ import ui
 from core.jobs import launch
 from core.reproduce import EXPERIMENTS
 from core.reproduce.job import latest, reproduction_config
-from core.reproduce.report import ours_text
+from core.reproduce.report import ours_text, published_text
 from ui.feedback import guard
 from ui.run_panel import live_run
 
@@ -35,11 +35,12 @@ for experiment in EXPERIMENTS.values():
         st.markdown("Reads " + "; ".join(f"`{s.file}` ({s.holds})" for s in experiment.sources))
         if done is not None:
             result = done.metrics_after or {}
-            st.dataframe(pd.DataFrame([{"claim": r["claim"], "published": r["published"], "ours [95% CI]":
-                                        ours_text(r), "differs from the paper": r["differs"]}
-                                       for r in result.get("rows", [])]), hide_index=True, width="stretch")
-            st.caption(f"{'Quick' if result.get('quick') else 'Full'} reproduction `{done.id}` with "
-                       f"`{result.get('model')}`; its arms are runs on the Runs page.")
+            st.table(pd.DataFrame([{"claim": r["claim"], "published": published_text(r), "ours [95% CI]":
+                                    ours_text(r), "differs from the paper": r["differs"] or "–"}
+                                   for r in result.get("rows", [])]).set_index("claim"))
+            model_used = f" with `{result['model']}`" if result.get("model") else ""
+            st.caption(f"{'Quick' if result.get('quick') else 'Full'} reproduction `{done.id}`{model_used}; its "
+                       "arms are runs on the Runs page.")
         elif active is None:
             st.caption("Not run yet on this machine.")
         if active is not None:

@@ -110,9 +110,9 @@ def test_reproductions_page_lists_every_experiment_and_shows_a_finished_one(
     at = app.switch_page("app_pages/9_Reproductions.py").run()
     no_errors(at)
     assert [h.value for h in at.subheader] == [e.title for e in EXPERIMENTS.values()]
-    (table,) = at.dataframe
+    (table,) = at.table
     frame = table.value
-    assert list(frame["published"]) == [65.41, 65.87] and frame["ours [95% CI]"].str.contains(r"\[").all()
+    assert list(frame["published"]) == ["65.41", "65.87"] and frame["ours [95% CI]"].str.contains(r"\[").all()
     starts = [b for b in at.button if b.label.startswith("Run ")]
     assert len(starts) == len(EXPERIMENTS) and all(b.disabled for b in starts)  # no data folder given yet
 
