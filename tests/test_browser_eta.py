@@ -41,6 +41,8 @@ def test_live_panel_shows_the_phase_and_the_whole_run_time_left(server, page, ho
     live = page.locator('[data-testid="stProgress"]').get_by_text(TRAINING)
     live.wait_for(timeout=120_000)
     assert_no_errors(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text(re.compile(r"Selected run `?\S+`?: running")).wait_for(timeout=10_000)  # not "queued"
     screenshot(page, "train-live-eta.png")
 
     page.locator('[data-testid="stMetricDelta"]').first.wait_for(timeout=180_000)  # after vs before: done

@@ -162,8 +162,8 @@ def live_run(runs: RunStore, run_id: str, key: str = "live") -> None:
     @st.fragment(run_every=REFRESH_S if first.active else None)
     def panel() -> None:
         run = get_run(runs, run_id)
-        if run is None or run.active != first.active:
-            st.rerun()  # it ended (or vanished): redraw the page once, without the timer
+        if run is None or run.status != first.status:
+            st.rerun()  # it started, ended or vanished: redraw the page once (the sidebar shows its status too)
         _draw(runs, run, key)
 
     panel()
