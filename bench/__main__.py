@@ -16,7 +16,7 @@ BENCHMARKS = {
     "layerwise": "one-pass layer-wise encoding vs one forward pass per layer",
     "throughput": "core.models.encode.encode vs SentenceTransformer.encode; FAISS kNN vs numpy brute force",
     "overhead": "our training path vs a bare SentenceTransformerTrainer",
-    "margin": "TripletLoss margin 0.1 vs 5.0 on SST-2 (seed 000 trend), via core.training.trainer.run_training",
+    "margin": "TripletLoss margin 0.1 vs 5.0 on SST-2 (seed 000 trend): the `margins` reproduction, 95% intervals",
     "crops": "crop pairs vs dropout pairs, random BERT from scratch on BBC News (seed 002)",
     "pages": "the app in Chromium: quick margin point, cached page switches vs first visits",
     "raoe": "CoSENT, AnglE and RAOE ablations on STS-B and SNLI (seed 001), STS-B test Spearman and training time",

@@ -173,6 +173,27 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
 
 
+def reproduce(name: str, quick: bool, extra=()) -> tuple[dict, dict]:
+    """A reproduction (core.reproduce) run in this process into the benchmark's home, as `python -m core reproduce
+    NAME --data DATA` runs it, plus `extra` arms (core.reproduce.experiment.Arm) as further children of the same
+    run: (the reproduction's result: name, rows, runs; every arm's Outcome and its run's timings by label)."""
+    from core.jobs.worker import execute
+    from core.reproduce.job import reproduction_config, run_arms
+    from core.runs.store import RunStore
+
+    store = RunStore()
+    run_id = store.create("reproduce", reproduction_config(name, DATA, quick, "all-MiniLM-L6-v2"))
+    execute(store, run_id)
+    run = store.get(run_id)
+    if run.status != "done":
+        raise SystemExit(f"bench: the {name} reproduction ended {run.status}: {run.error}")
+    outcomes = run_arms(store, run_id, list(extra)) if extra else {}
+    arms = {label: store.get(run_id_) for label, run_id_ in run.metrics_after["runs"].items()}
+    arms |= {label: store.get(o.run_id) for label, o in outcomes.items()}
+    timings = {label: (r.progress.get("summary") or {}).get("timings", {}) for label, r in arms.items()}
+    return run.metrics_after, {"runs": arms, "timings": timings}
+
+
 # ---------------------------------------------------------------- the real app in headless Chromium
 
 CHROMIUM = Path("/usr/bin/chromium")

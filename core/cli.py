@@ -451,7 +451,8 @@ def cmd_reproduce(args) -> dict:
     run = follow(store, run_id)
     if run.status == "failed":
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
-        raise RunFailed(code, f"reproduction {run.id} failed: {run.error} (log: {store.run_dir(run.id) / 'worker.log'})")
+        log = store.run_dir(run.id) / "worker.log"
+        raise RunFailed(code, f"reproduction {run.id} failed: {run.error} (log: {log})")
     if run.status != "done":
         raise RunFailed(EXIT_INTERRUPTED, f"reproduction {run.id} was {run.status}")
     after = run.metrics_after or {}

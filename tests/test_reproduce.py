@@ -18,7 +18,7 @@ from core.reproduce.experiment import Outcome, Setup
 from core.reproduce.job import arms_of, latest
 from core.reproduce.report import table_text
 from core.runs.store import RunStore
-from tests.conftest import APP, APP_TIMEOUT_S, no_errors
+from tests.conftest import no_errors
 from tests.test_sts import pair_table
 
 ROW_KEYS = {"claim", "published", "ours", "ci_low", "ci_high", "differs"}

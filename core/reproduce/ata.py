@@ -16,14 +16,15 @@ def _steps(quick: bool) -> int:
 
 
 def arms(data: Path, setup: Setup) -> list[Arm]:
-    base = {"corpus": str(data / "stsb.csv"), "recipe": "cosent", "model": setup.model, "margin": 20.0, "batch_size": BATCH,
-            "examples": _steps(setup.quick) * BATCH, "max_steps": _steps(setup.quick), "epochs": 1.0, "seed": 0}
+    base = {"corpus": str(data / "stsb.csv"), "recipe": "cosent", "model": setup.model, "margin": 20.0,
+            "batch_size": BATCH, "examples": _steps(setup.quick) * BATCH, "max_steps": _steps(setup.quick),
+            "epochs": 1.0, "seed": 0}
     return [Arm(label, {**base, "pooling": pooling}) for label, pooling, _ in ARMS]
 
 
 def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
-    differs = (f"STS-B test Spearman of {setup.model_name} after CoSENT, {_steps(setup.quick)} steps of {BATCH} (paper: "
-               "MTEB-56 average, Mistral-7B)")
+    differs = (f"STS-B test Spearman of {setup.model_name} after CoSENT, {_steps(setup.quick)} steps of {BATCH} "
+               "(paper: MTEB-56 average, Mistral-7B)")
     return [row(f"after training with {label}", published, outcomes[label].after, "sts_spearman", differs)
             for label, _, published in ARMS]
 

@@ -17,8 +17,8 @@ def _budget(quick: bool) -> tuple[int, int]:
 
 def arms(data: Path, setup: Setup) -> list[Arm]:
     batches, size = _budget(setup.quick)
-    base = {"corpus": str(data / "bbc_news.csv"), "model": setup.model, "margin": 20.0, "batch_size": size, "max_steps": batches,
-            "examples": batches * size, "epochs": 1.0, "lr": 2e-5, "seed": 0}
+    base = {"corpus": str(data / "bbc_news.csv"), "model": setup.model, "margin": 20.0, "batch_size": size,
+            "max_steps": batches, "examples": batches * size, "epochs": 1.0, "lr": 2e-5, "seed": 0}
     return [Arm(label, {**base, "recipe": recipe}) for label, recipe in ARMS]
 
 

@@ -36,28 +36,36 @@ def arms_of(config: dict) -> list[Arm]:
     return [Arm(a.label, TrainConfig.from_dict(a.config).to_dict()) for a in arms]
 
 
-def run_job(ctx) -> dict:
+def run_arms(store, parent_id: str, arms: list[Arm], progress=None, should_stop=lambda: False) -> dict[str, Outcome]:
+    """Train and evaluate each arm as a child run of `parent_id`, in this process, one after another; their
+    outcomes by label. A cancelled arm raises Cancelled, a failed one UserError naming it. `progress(**fields)`
+    hears which arm runs (the parent's progress); benchmarks call this with arms of their own."""
     from core.jobs.worker import execute
 
-    store = ctx.store
-    config = reproduction_config(ctx.config["name"], ctx.config["data"], ctx.config.get("quick", False),
-                                 ctx.config.get("model"))
-    experiment = get_experiment(config["name"])
-    arms = arms_of(config)
     outcomes: dict[str, Outcome] = {}
     for i, arm in enumerate(arms):
-        if ctx.should_stop():
+        if should_stop():
             raise Cancelled()
-        child = store.create("train", arm.config, sweep_id=ctx.run_id, corpus_name=Path(arm.config["corpus"]).name)
+        child = store.create("train", arm.config, sweep_id=parent_id, corpus_name=Path(arm.config["corpus"]).name)
         store.claim(child, os.getpid())
-        ctx.progress(phase=f"arm {i + 1}/{len(arms)}: {arm.label}", step=i, total=len(arms), current_run=child)
+        if progress:
+            progress(phase=f"arm {i + 1}/{len(arms)}: {arm.label}", step=i, total=len(arms), current_run=child)
         execute(store, child)
         run = store.get(child)
         if run.status == "cancelled":
             raise Cancelled()
         if run.status != "done":
-            raise UserError(f"{experiment.name}: the arm '{arm.label}' (run {child}) failed: {run.error}")
+            raise UserError(f"the arm '{arm.label}' (run {child}) failed: {run.error}")
         outcomes[arm.label] = Outcome(child, run.config, run.before or {}, run.metrics_after or {})
+    return outcomes
+
+
+def run_job(ctx) -> dict:
+    config = reproduction_config(ctx.config["name"], ctx.config["data"], ctx.config.get("quick", False),
+                                 ctx.config.get("model"))
+    experiment = get_experiment(config["name"])
+    arms = arms_of(config)
+    outcomes = run_arms(ctx.store, ctx.run_id, arms, ctx.progress, ctx.should_stop)
     ctx.progress(phase="done", step=len(arms), total=len(arms))
     setup = Setup(config["quick"], config["model"])
     return {"name": experiment.name, "quick": config["quick"], "model": config["model"],

@@ -23,9 +23,9 @@ def _steps(quick: bool) -> int:
 
 def arms(data: Path, setup: Setup) -> list[Arm]:
     steps = _steps(setup.quick)
-    base = {"corpus": str(data / "snli.csv"), "sts_corpus": str(data / "stsb.csv"), "recipe": "listmle", "model": setup.model,
-            "examples": steps * LISTS_PER_STEP, "batch_size": LISTS_PER_STEP, "max_steps": steps, "epochs": 1.0,
-            "seed": 0}
+    base = {"corpus": str(data / "snli.csv"), "sts_corpus": str(data / "stsb.csv"), "recipe": "listmle",
+            "model": setup.model, "examples": steps * LISTS_PER_STEP, "batch_size": LISTS_PER_STEP,
+            "max_steps": steps, "epochs": 1.0, "seed": 0}
     chosen = (METHOD,) if setup.quick else (METHOD, *ABLATIONS)
     return [Arm(label, {**base, **settings}) for label, settings, _ in chosen]
 

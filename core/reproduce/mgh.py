@@ -17,8 +17,8 @@ def _steps(quick: bool) -> int:
 
 
 def arms(data: Path, setup: Setup) -> list[Arm]:
-    base = {"corpus": str(data / "trec.csv"), "recipe": "mgh", "model": setup.model, "margin": 20.0, "batch_size": BATCH,
-            "examples": _steps(setup.quick) * BATCH, "epochs": 1.0, "seed": 0}
+    base = {"corpus": str(data / "trec.csv"), "recipe": "mgh", "model": setup.model, "margin": 20.0,
+            "batch_size": BATCH, "examples": _steps(setup.quick) * BATCH, "epochs": 1.0, "seed": 0}
     orders = ORDERS if setup.quick else ORDERS + FULL_ONLY
     return [Arm(f"order {order}", {**base, "order": order}) for order in orders]
 
