@@ -20,6 +20,7 @@ from core.analysis.tradeoff import (
     triplet_count_note,
 )
 from core.errors import UserError
+from core.evaluation.headline import HEADLINE
 from core.evaluation.uncertainty import ERROR_BARS
 from core.jobs.quick import QUICK_RECIPE, quick_run, quick_text, quick_top_layers
 from ui.run_control import corpus_fields, keep_warm
@@ -47,8 +48,10 @@ def sts_section() -> None:
     st.caption("Runs on a pair corpus with scores: how well the cosine ranks the target pairs like their gold "
                "score, before and after training (×100).")
     ui.plot(sts_change_figure(rows), "sts_spearman", key="sts_plot")
-    st.dataframe([{"run": r["run_id"], "recipe": r["recipe"], "before": round(r["before"], 1),
-                   "after": round(r["after"], 1), "change": round(r["change"], 1)} for r in rows], hide_index=True)
+    sts = next(m for m in HEADLINE if m.key == "sts_spearman")
+    st.dataframe([{"run": r["run_id"], "recipe": r["recipe"], "before": sts.rounded(r["before"]),
+                   "after": sts.rounded(r["after"]), "change": sts.shown_change(r["before"], r["after"])}
+                  for r in rows], hide_index=True)
 
 
 def ordering_section() -> None:

@@ -514,10 +514,16 @@ def _print_sweep(r: dict) -> None:
               f"{scores}")
 
 
+def _headline_text(metrics: dict) -> str:
+    """The headline figures a result holds (P and S, STS Spearman, ordering), as the pages show them."""
+    return "  ".join(f"{m.short.format(k=metrics.get('k', 16))} {m.text(metrics[m.key])}" for m in HEADLINE
+                     if m.key in ("polarity", "similarity", "sts_spearman", "ordering_accuracy", "kendall_tau")
+                     and isinstance(metrics.get(m.key), (int, float)))
+
+
 def _print_runs(r: dict) -> None:
     for c in r["runs"]:
-        after = c.get("after") or {}
-        scores = f"P {after['polarity']:.1f}  S {after['similarity']:.1f}" if after.get("polarity") is not None else ""
+        scores = _headline_text(c.get("after") or {})
         print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
               f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}"
               + (f"  {c['settings']}" if c.get("settings") else ""))

@@ -14,6 +14,7 @@ import core.jobs.launch
 import core.jobs.worker
 from core.analysis.plots import sts_change_figure
 from core.analysis.tradeoff import metric_changes
+from core.evaluation.headline import HEADLINE
 from core.data.corpus import persist_table
 from core.data.kinds import load_any
 from core.data.pairs import PairColumns, build_pairs
@@ -119,7 +120,14 @@ def test_train_page_offers_pair_recipes_and_starts_a_run(app, monkeypatch):
     assert "STS Spearman" in [s.value for s in at.subheader]
     table = at.dataframe[0].value
     assert list(table["run"]) == [run.id]
-    assert table["change"][0] == pytest.approx(table["after"][0] - table["before"][0], abs=0.11)
+    assert table["change"][0] == round(table["after"][0] - table["before"][0], 1)  # the difference as it reads
+
+
+def test_a_change_is_the_difference_of_the_figures_shown_beside_it():
+    metric = {m.key: m for m in HEADLINE}
+    sts, knn = metric["sts_spearman"], metric["knn_accuracy"]
+    assert (sts.text(79.24), sts.text(77.16), sts.change_text(77.16, 79.24)) == ("79.2", "77.2", "+2.0")  # not +2.1
+    assert knn.change_text(0.7716, 0.7924) == "+2.0 pp" and knn.shown_change(0.5, 0.5) == 0.0
 
 
 def test_persisted_pair_table_loads_as_the_same_pairs(tmp_path):

@@ -125,3 +125,6 @@ def test_a_pair_run_trains_and_exports_the_target_pairs_embeddings(tiny_model_di
     embedded = pd.read_parquet(next(out_dir.iterdir()) / "embeddings.parquet")
     target = load_pairs(path).test
     assert set(embedded["text"]) == set(target.text1) | set(target.text2) and set(embedded["split"]) == {"test"}
+    assert main(["runs"]) == 0  # the list names a pair run's figure, as P and S for a labelled run
+    listed = capsys.readouterr().out
+    assert f"STS Spearman {result['after']['sts_spearman']:.1f}" in listed

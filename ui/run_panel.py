@@ -84,7 +84,7 @@ def metric_cards(before: dict | None, after: dict | None) -> None:
         value = shown[metric.key]
         base = before.get(metric.key) if after and before else None
         card.metric(metric.short.format(k=k), metric.text(value), border=True,
-                    delta=None if base is None else metric.text(value - base, sign=True),
+                    delta=None if base is None else metric.change_text(base, value),
                     help="Base model, before training." if not after else
                     None if base is None else f"Before training: {metric.text(base)}.")
 

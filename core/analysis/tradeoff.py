@@ -189,7 +189,7 @@ def change_table(store: RunStore, keys: tuple[str, ...]) -> list[dict]:
         for r in metric_changes(store, metric.key):
             row = rows.setdefault(r["run_id"], {"run": r["run_id"], "recipe": r["recipe"]})
             row[metric.short] = (f"{metric.text(r['before'])} → {metric.text(r['after'])} "
-                                 f"({metric.text(r['change'], sign=True)})")
+                                 f"({metric.change_text(r['before'], r['after'])})")
     return list(rows.values())
 
 

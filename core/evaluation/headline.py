@@ -16,6 +16,19 @@ class Metric:
     def shown(self, value: float) -> float:
         return value * 100 if self.percent else value
 
+    def rounded(self, value: float) -> float:
+        """The value as shown: scaled and rounded to `digits`."""
+        return round(self.shown(value), self.digits)
+
+    def shown_change(self, before: float, after: float) -> float:
+        """after - before as the two figures beside it read (79.2 - 77.2 = 2.0, even when the unrounded change
+        is 2.06), in the shown unit."""
+        return round(self.rounded(after) - self.rounded(before), self.digits)
+
+    def change_text(self, before: float, after: float) -> str:
+        """The shown change with its sign and unit (percentage points for an accuracy)."""
+        return f"{self.shown_change(before, after):+.{self.digits}f}{' pp' if self.percent else ''}"
+
     def text(self, value: float, sign: bool = False) -> str:
         """The value as tables and cards show it: scaled, rounded, with its unit. A signed change (sign) of an
         accuracy is in percentage points: "+1.2 pp", never "+1.2%", which would read as relative."""

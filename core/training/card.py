@@ -103,7 +103,7 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     for metric in HEADLINE:
         if metric.key in before or metric.key in after:
             was, now = before.get(metric.key), after.get(metric.key)
-            change = _shown(metric, now - was, sign=True) if _finite(was) and _finite(now) else "–"
+            change = metric.change_text(was, now) if _finite(was) and _finite(now) else "–"
             lines.append(f"| {metric.long} | {_shown(metric, was)} | {_shown(metric, now)} | {change} |")
     ata = cfg.pooling == "ata" if ata is None else ata
     lines += ["", _load_text(ata), "", *_load_code(ata), "",
@@ -125,9 +125,9 @@ def _finite(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def _shown(metric: Metric, value: object, sign: bool = False) -> str:
+def _shown(metric: Metric, value: object) -> str:
     """A metric's value as the app's tables show it (unit, digits), "–" where the run has none."""
-    return metric.text(value, sign=sign) if _finite(value) else "–"
+    return metric.text(value) if _finite(value) else "–"
 
 
 def _code(text: object) -> str:
