@@ -111,7 +111,8 @@ def neighbour_table(frame: pd.DataFrame) -> None:
 
 method_col, points_col = st.columns([1, 2])
 method_name = method_col.radio("Projection", list(METHODS), horizontal=True, key="maps_method",
-                               persist_state="session")
+                               persist_state="session",  # a box drawn on one projection selects nothing on another
+                               on_change=lambda: st.session_state.pop(SELECTED, None))
 with points_col:
     max_points = points_control(available_points(corpus))
 

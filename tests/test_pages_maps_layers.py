@@ -113,8 +113,12 @@ def test_maps_with_a_run_compare_and_list_neighbours_without_recomputing(app, tr
     kept_or_lost, kept_or_new = (set(df.value["status"]) for df in at.dataframe)
     assert kept_or_lost <= {"kept", "lost"} and kept_or_new <= {"kept", "new"}
     assert any("picked" == t["name"] for t in figures(at)[1]["data"])  # the picked text is ringed
+    at.session_state["maps_selected"] = [picker.options[1].split(" · ")[0]]  # as a box on the t-SNE map selects
+    at.run()
+    assert any(h.value.startswith("Selected texts") for h in at.subheader)
     at.radio(key="maps_method").set_value("UMAP").run()
     assert not at.exception and not at.error and figures(at)[0]["layout"]["xaxis"]["title"]["text"] == "UMAP 1"
+    assert not any(h.value.startswith("Selected texts") for h in at.subheader)  # the box was on the other map
     at.radio(key="maps_method").set_value("t-SNE").run()
     assert calls["encode"] == [] and calls["project"] == [1, 1]  # the two UMAP maps; t-SNE maps from cache
 
