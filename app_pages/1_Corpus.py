@@ -252,15 +252,18 @@ def show_pair_report(corpus) -> None:
     st.markdown(f"**Pair corpus**: {pair_summary(corpus)}")
     cards = st.columns(6)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
-    cards[1].metric("Pairs kept", f"{report.rows_kept:,}", border=True)
+    cards[1].metric("Pairs kept", f"{report.rows_kept:,}", border=True,
+                    help="Rows with both texts and a score or label; the line below says which of them are used.")
     cards[2].metric("Empty texts", f"{report.empty_dropped:,}", border=True, help="Rows dropped: text1 or text2 empty.")
     cards[3].metric("Missing values", f"{report.missing_score_dropped + report.missing_label_dropped:,}", border=True,
                     help=f"Rows dropped: {report.missing_score_dropped:,} without a score, "
                          f"{report.missing_label_dropped:,} without a label.")
     cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True, help="Pairs that appear more than once; kept.")
     overlong_slot = cards[5].empty()
-    st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} pairs · "
-               f"split: {report.split_source}")
+    unused = report.rows_kept - len(corpus.train) - len(corpus.test)
+    st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} pairs"
+               + (f" · {unused:,} kept pairs in a split neither trained on nor evaluated (a validation split beside "
+                  "a test split)" if unused else "") + f" · split: {report.split_source}")
     for warning in report.warnings:
         st.warning(escaped(warning))
     frame = pair_frame(corpus)

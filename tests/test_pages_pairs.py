@@ -65,6 +65,16 @@ def test_pasted_pair_table_shows_pair_report_and_sts_score(app):
     assert "Run STS evaluation" not in [b.label for b in at.button]  # scored once per corpus and model
 
 
+def test_the_pair_report_says_which_kept_pairs_go_unused(app):
+    lines = pair_table().splitlines()
+    lines += [f"a cow runs {i},the cow runs {i},3,neutral,validation" for i in range(5)]
+    at = paste_table(app, pasted("\n".join(lines) + "\n"))
+    no_errors(at)
+    assert {m.label: m.value for m in at.metric}["Pairs kept"] == "45"
+    assert any(c.value.startswith("30 train and 10 test pairs · 5 kept pairs in a split neither trained on nor "
+                                  "evaluated") for c in at.caption)
+
+
 def test_pair_table_without_scores_says_sts_needs_them(app):
     rows = [",".join(line.split(",")[:2] + line.split(",")[3:]) for line in pasted(pair_table()).splitlines()]
     at = paste_table(app, "\n".join(rows) + "\n")  # the score column left out
