@@ -36,10 +36,12 @@ def arms_of(config: dict) -> list[Arm]:
     return [Arm(a.label, TrainConfig.from_dict(a.config).to_dict()) for a in arms]
 
 
-def run_arms(store, parent_id: str, arms: list[Arm], progress=None, should_stop=lambda: False) -> dict[str, Outcome]:
-    """Train and evaluate each arm as a child run of `parent_id`, in this process, one after another; their
-    outcomes by label. A cancelled arm raises Cancelled, a failed one UserError naming it. `progress(**fields)`
-    hears which arm runs (the parent's progress); benchmarks call this with arms of their own."""
+def run_arms(store, parent_id: str | None, arms: list[Arm], progress=None,
+             should_stop=lambda: False) -> dict[str, Outcome]:
+    """Train and evaluate each arm as a child run of `parent_id` (None: a run of its own), in this process, one
+    after another; their outcomes by label. A cancelled arm raises Cancelled, a failed one UserError naming it.
+    `progress(**fields)` hears which arm runs (the parent's progress); benchmarks call this with arms of their
+    own."""
     from core.jobs.worker import execute
 
     outcomes: dict[str, Outcome] = {}
