@@ -16,6 +16,7 @@ from core.evaluation.corpus_eval import evaluate_corpus
 from core.evaluation.evaluate import EvalSettings
 from core.evaluation.headline import HEADLINE
 from core.models.encode import count_overlong
+from core.training.config import LIST_SHAPES
 from ui.corpus_view import (
     balance_figure,
     column_advice,
@@ -147,13 +148,17 @@ def choose_pair_columns(table: Table) -> tuple[PairColumns, bool] | None:
     return None if picked is None else (PairColumns(**picked), False)
 
 
-def choose_list_columns(table: Table) -> tuple[ListColumns, bool] | None:
-    """Pickers for a list table; None until the mapping is usable. A list holds its members once each, so
-    duplicates are never dropped."""
+def choose_list_columns(table: Table) -> tuple[ListColumns, bool, bool, str] | None:
+    """Pickers for a list table and its shape: (columns, drop duplicates, drop leaked texts, shape), None until the
+    mapping is usable. A list holds its members once each, so nothing is dropped."""
     roles = {"list_id": ("List id column", True), "rank": ("Rank column", True), "text": ("Text column", True),
              "split": ("Split column", False)}
     picked = pick_roles(table, detect_list_columns, roles, NO_SPLIT)
-    return None if picked is None else (ListColumns(**picked), False)
+    shape = st.radio("List shape", tuple(LIST_SHAPES), captions=tuple(LIST_SHAPES.values()), horizontal=True,
+                     key=f"list_shape:{table.key}", persist_state="session",
+                     help="Which rows of a list have a known order: what ListMLE trains and the ordering metrics "
+                          "score (see Definitions, ListMLE post-training).")
+    return None if picked is None else (ListColumns(**picked), False, False, shape)
 
 
 COLUMN_CHOICE = {"labelled": choose_columns, "pairs": choose_pair_columns, "lists": choose_list_columns}
@@ -329,7 +334,8 @@ def show_sts_evaluation(corpus) -> None:
 
 def show_list_evaluation(corpus) -> None:
     st.subheader("Reference evaluation")
-    st.caption(f"For each {corpus.target_split} list, the reference model's cosine of the anchor to each member. "
+    rows = "the first member to each other member" if corpus.shape == "star" else "each member to each one after it"
+    st.caption(f"For each {corpus.target_split} {corpus.shape} list, the reference model's cosine of {rows}. "
                "**Ordering accuracy**: share of lists whose cosines put the members in exactly the list order. "
                "**Kendall tau**: rank correlation between the cosine order and the list order (1 = the same order, "
                "-1 = reversed), mean over the lists.")

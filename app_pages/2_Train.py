@@ -11,7 +11,9 @@ from core.jobs.ray_sweep import ray_available
 from core.jobs.sweep import MAX_SEEDS, SEEDS, sweep_config
 from core.training.config import GENERAL_PARAMS, TrainConfig, general_default, nproc_choice
 from core.training.listmle import LIST_SIZE
+from core.training.paper_budget import paper_budget_note_for
 from core.training.params import Param
+from core.training.raoe import interval_text, self_distillation_note
 from core.training.recipe import MINING, Recipe
 from core.training.recipes import RECIPES
 from ui import resources, run_control, run_panel
@@ -211,8 +213,8 @@ def show_list_preview(stats: dict) -> None:
     cards[1].metric("List sizes", size_range(*stats["list_size"]), border=True,
                     help="Texts per list, the anchor included.")
     cards[2].metric("Teacher already in list order", f"{stats['teacher_in_order']:.0%}", border=True,
-                    help="Share of the lists whose anchor-to-member cosines under the teacher already fall in "
-                         "the list order.")
+                    help="Share of the lists whose cosines under the teacher already fall in the list order, on the "
+                         "rows the ordering metrics score (a star list's anchor, every anchor of a chain list).")
     cards[3].metric("Target in list order", f"{stats['target_in_order']:.0%}", border=True,
                     help="The same share for the training target: how much the nudge (w) reorders the teacher. "
                          "At w <= 0.5 it cannot reverse two neighbours the teacher swaps (see Definitions).")
@@ -224,7 +226,7 @@ def show_list_preview(stats: dict) -> None:
                   if stats["target"] == "order" else
                   "target = the teacher's cosine nudged toward the list order by log(w·|gap| + 1), up where the list "
                   "ranks the member higher than the teacher does, down where lower; gap = its cosine minus the "
-                  "teacher's cosine at the place the list gives it.")
+                  "cosine of the member at the list place where the teacher ranks it.")
                + " The model learns to rank the members by target (ListMLE); see Definitions.")
 
 
@@ -293,10 +295,14 @@ with recipe_box.container(border=True):
     recipe = choose_recipe(corpus.kind)
     with ui.guard("Reading the margin") as margin_check:
         fields.update(choose_knob(recipe))
+    interval_note = st.empty()  # RAOE's I_eff, once the budget below gives the batch
 with examples_box.container(border=True):
     st.markdown("**Documents**" if recipe.self_supervised else "**Mining**" if mines else "**Examples**")
     with ui.guard("Reading the documents") as examples_check:
         fields.update(choose_examples(recipe, corpus.kind))
+    note = "teacher" in fields and self_distillation_note(fields["teacher"], ui.state.model_name(), None)
+    if note:
+        st.info(note, icon=":material/school:")
     preview = st.button("Preview crops" if recipe.self_supervised else "Preview examples", icon=":material/preview:",
                         key="train:preview", disabled=examples_check.failed)
 preview_area = st.container()  # filled below: the examples depend on the budget's seed too
@@ -304,6 +310,13 @@ with st.container(border=True):
     st.markdown("**Budget**")
     with ui.guard("Reading the budget") as budget_check:
         fields.update(choose_budget(recipe))
+    if recipe.paper_budget is not None:  # only then: the note's ETA needs the model loaded
+        with ui.guard("Estimating the paper's budget"):
+            budget_note = paper_budget_note_for(recipe, ui.get_model(), corpus)
+            if budget_note:
+                st.caption(budget_note)
+if "interval" in fields and "batch_size" in fields:
+    interval_note.caption(interval_text(fields["interval"], fields["batch_size"]))
 if margin_check.failed or examples_check.failed or budget_check.failed:
     fields = None
 else:

@@ -23,15 +23,18 @@ from core.errors import UserError
 from core.evaluation.headline import HEADLINE
 from core.evaluation.uncertainty import ERROR_BARS
 from core.jobs.quick import QUICK_RECIPE, quick_run, quick_text, quick_top_layers
+from core.training.config import GENERAL_PARAMS
 from ui.run_control import corpus_fields, keep_warm
 from ui.run_panel import progress_text
 
 POLL_S = 0.5  # while a quick run trains: its point should show within moments of it finishing
+DISCOUNT = GENERAL_PARAMS["discount"]
 BAR_CHOICES = {"ci": "95% CI of the mean", "se": "Standard error", "sd": "SD over targets"}  # ERROR_BARS, short
 
 st.title("Trade-off")
-st.caption("**P@k**: rank-weighted share of a held-out text's k nearest training texts that share its label "
-           "(class separation). **S@k**: their cosine to it under the reference model (kept meaning). Both ×100, "
+st.caption("**P@k**: rank-weighted share (unless the rank discount is none) of a held-out text's k nearest "
+           "training texts that share its label (class separation). **S@k**: their cosine to it under the reference "
+           "model (kept meaning), weighted alike. Both ×100, "
            "the mean over the held-out texts (targets). Up and to the right is better; the dashed line is the "
            "Pareto front. Each point is labelled with its recipe and margin (m) or scale (s); the marker shape is "
            "its budget.")
@@ -79,10 +82,12 @@ corpus = ui.require_corpus("Trade-off")
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
 # (margin, trained every layer) -> run id
 quick_runs: dict[tuple[float, bool], str] = ui.state.session_cache("quick_runs").setdefault(context, {})
-k_box, bars_box = st.columns([1, 2])
+k_box, discount_box, bars_box = st.columns([1, 1, 2])
 k = int(k_box.number_input("k (neighbours retrieved per text)", min_value=1, max_value=100, value=16, step=1,
                            key="tradeoff_k", persist_state="session",
                            help="Changing k rescores every run from cached embeddings; nothing is re-encoded."))
+discount = discount_box.selectbox(DISCOUNT.label, DISCOUNT.choices, key="tradeoff_discount", persist_state="session",
+                                  help=DISCOUNT.help + " Changing it rescores from cached embeddings too.")
 bars = bars_box.segmented_control(
     "Error bars", list(ERROR_BARS), format_func=BAR_CHOICES.get, default="ci", required=True, key="tradeoff_bars",
     persist_state="session",
@@ -97,11 +102,11 @@ def trade_off_plot() -> None:
     points = None
     with ui.guard("Scoring the runs"), ui.progress_bar("Loading the reference model…") as bar:
         points = tradeoff_points(runs, corpus, ui.get_model(), k, load_model=ui.get_model, progress=bar,
-                                 memo=ui.state.session_cache("tradeoff_points"))
+                                 memo=ui.state.session_cache("tradeoff_points"), discount=discount)
     if points is None:
         return
     shown = seed_groups(points)
-    ui.plot(tradeoff_figure(shown, k, bars), f"tradeoff_k{k}", key="tradeoff_plot")
+    ui.plot(tradeoff_figure(shown, k, bars), f"tradeoff_k{k}_{discount}", key="tradeoff_plot")
     approximate = approximate_ci(shown) if bars == "ci" else []
     if approximate:
         many = len(approximate) > 1

@@ -30,11 +30,14 @@ from core.runs.labels import knob_value, shown_text
 from core.runs.store import RunStore
 from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, for_recipe
 from core.training.params import Param
+from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import RECIPES, get_recipe, recipe_params
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C (128 + SIGINT)
 K_PARAM = dataclasses.replace(GENERAL_PARAMS["eval_k"], name="k")  # evaluate --k: a run's eval_k, by its flag's name
+DISCOUNT = GENERAL_PARAMS["discount"]  # evaluate --discount: a run's, by the same name
+LIST_SHAPE = GENERAL_PARAMS["list_shape"]  # evaluate --list-shape: a run's, by the same name
 
 
 class TqdmPhases:
@@ -107,21 +110,27 @@ def cmd_evaluate(args) -> dict:
     from core.evaluation.evaluate import EvalSettings
 
     k = K_PARAM.parse(args.k)
+    discount = DISCOUNT.parse(args.discount)
     kind = corpus_kind(args.corpus)
     if kind != "labelled" and args.drop_leaked:
         raise UserError(f"--drop-leaked drops test texts that are also training texts of {KIND_NAMES['labelled']}; "
                         f"{args.corpus} is {KIND_NAMES[kind]}, so leave the flag out.")
+    shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
+    if kind != "lists" and args.list_shape is not None:
+        raise UserError(f"--list-shape says what the order of {KIND_NAMES['lists']} states; {args.corpus} is "
+                        f"{KIND_NAMES[kind]}, so leave the flag out.")
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
-                      drop_leaked=args.drop_leaked)
+                      drop_leaked=args.drop_leaked, list_shape=shape)
     _warn(corpus)
     model = load_model(args.model, args.device)
     labelled = kind == "labelled"
     reference = model if not labelled or args.reference in (None, args.model) else load_model(args.reference,
                                                                                              args.device)
+    settings = EvalSettings(k=k, discount=discount, knn_metric=args.knn_metric)
     bars = TqdmPhases()
     try:
-        result = evaluate_corpus(model, reference, corpus, EvalSettings(k=k, knn_metric=args.knn_metric),
-                                 progress=bars, model_name=args.model or "all-MiniLM-L6-v2")
+        result = evaluate_corpus(model, reference, corpus, settings, progress=bars,
+                                 model_name=args.model or "all-MiniLM-L6-v2")
     finally:
         bars.close()
     if labelled:
@@ -191,7 +200,8 @@ def _finished_run(run_id: str):
 
 def _print_evaluate(r: dict) -> None:
     if r["kind"] == "lists":
-        print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} lists)")
+        print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} "
+              f"{r['list_shape']} lists)")
         print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%   Kendall tau {r['kendall_tau']:.3f}")
         return
     if r["kind"] == "pairs":
@@ -202,7 +212,7 @@ def _print_evaluate(r: dict) -> None:
     print(f"model {r['model']}  (S judged by {r['reference']}; targets: {r['targets']}, n={r['n_queries']}, "
           f"pool={r['n_pool']})")
     print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f})   "
-          f"S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f})")
+          f"S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f})   rank discount {r['discount']}")
     print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})   "
           f"linear probe {r.get('linear_accuracy', float('nan')):.3f}")
 
@@ -291,14 +301,18 @@ def _check_inputs(cfg):
     from core.data.pairs import load_pairs
 
     corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
-                      drop_leaked=cfg.drop_leaked)
+                      drop_leaked=cfg.drop_leaked, list_shape=cfg.list_shape)
     _warn(corpus)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
     if cfg.sts_corpus and load_pairs(cfg.sts_corpus).columns.score is None:
         raise UserError(f"sts_corpus {cfg.sts_corpus} has no score column to correlate with.")
-    for name in (cfg.model, cfg.reference, getattr(cfg, "teacher", None)):
+    teacher = getattr(cfg, "teacher", None)
+    for name in (cfg.model, cfg.reference, *teacher_names(teacher or "")):
         if name and name not in ("reference", "score"):
             resolve_model(name)
+    note = teacher and self_distillation_note(teacher, cfg.model, cfg.reference)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     return corpus
 
 
@@ -556,6 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     _leak_arg(ev)
     ev.add_argument("--reference", default=None, help="frozen reference model for S@k (default: the model itself)")
     ev.add_argument("--k", default="16", metavar="INT", help=K_PARAM.help)
+    ev.add_argument(DISCOUNT.flag, default=DISCOUNT.default, metavar="linear|none", help=DISCOUNT.help)
+    ev.add_argument(LIST_SHAPE.flag, default=None, metavar="chain|star", help=LIST_SHAPE.help)
     ev.add_argument("--knn-metric", choices=["euclidean", "cosine"], default="euclidean",
                     help="kNN on the model's embedding as it produces it (euclidean) or cosine")
     ly = sub.add_parser("layers", help="kNN accuracy of every layer's mean-pooled hidden state; with --compare, a "

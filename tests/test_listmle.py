@@ -1,6 +1,6 @@
-"""ListMLE (issue 10): the loss against its formula written out, padding that never turns the gradient into NaN,
-the teacher's targets nudged toward the list order by exactly log(w |gap| + 1), the label layout, the ordering
-metrics, the recipe's dataset, and a short run on a list file through the CLI."""
+"""ListMLE (issue 10; targets by Algorithm 1, issue 24): the loss against its formula written out, padding that never
+turns the gradient into NaN, the teacher's targets nudged toward the list order by exactly log(w |Delta| + 1), the
+label layout, the ordering metrics, the recipe's dataset, and a short run on a list file through the CLI."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from torch import Tensor
 
 from core.cli import main
 from core.data.lists import ListCorpus, build_lists, detect_list_columns
@@ -28,18 +29,21 @@ WORDS = ["cat", "dog", "car", "tree", "house", "river", "music", "bread", "stone
 # ---------------------------------------------------------------- the loss
 
 
-def listmle_loop(scores: np.ndarray, targets: np.ndarray, mask: np.ndarray, tau: float) -> float:
-    """docs/definitions.md written out: every present member j is an anchor over the other present members, ordered
-    by targets[j] descending; the loss is the mean over anchors of sum_i [log sum_{m>=i} exp(z_pi(m)) - z_pi(i)]."""
-    per_anchor = []
+def listmle_loop(scores: np.ndarray, targets: np.ndarray, mask: np.ndarray, anchors: np.ndarray, tau: float) -> float:
+    """docs/definitions.md written out: each present anchor j ranks the other present members by targets[j]
+    descending; a list's loss is the sum over its anchors of sum_i [log sum_{m>=i} exp(z_pi(m)) - z_pi(i)], and the
+    batch's the mean over its lists."""
+    per_list = []
     for b in range(scores.shape[0]):
         present = [k for k in range(scores.shape[1]) if mask[b, k]]
-        for j in present:
+        total = 0.0
+        for j in (j for j in present if anchors[b, j]):
             others = [k for k in present if k != j]
             pi = sorted(others, key=lambda k: -targets[b, j, k])
             z = [scores[b, j, k] / tau for k in pi]
-            per_anchor.append(sum(log_sum_exp(z[i:]) - z[i] for i in range(len(z))))
-    return float(np.mean(per_anchor))
+            total += sum(log_sum_exp(z[i:]) - z[i] for i in range(len(z)))
+        per_list.append(total)
+    return float(np.mean(per_list))
 
 
 def log_sum_exp(values: list[float]) -> float:
@@ -47,55 +51,63 @@ def log_sum_exp(values: list[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-def random_batch(seed: int, sizes: list[int], size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def random_batch(seed: int, sizes: list[int], size: int, star: bool = False) -> tuple[np.ndarray, ...]:
     """Random cosines in [-1, 1] and distinct targets; members past each list's length are padding (mask 0) with
-    arbitrary scores and targets, which the loss must ignore."""
+    arbitrary scores and targets, which the loss must ignore. Anchors: every present member, or member 0 (star)."""
     rng = np.random.default_rng(seed)
     scores = rng.uniform(-1, 1, (len(sizes), size, size))
     targets = rng.normal(size=(len(sizes), size, size))
     mask = np.array([[1.0] * n + [0.0] * (size - n) for n in sizes])
-    return scores, targets, mask
+    anchors = np.zeros_like(mask) if star else mask.copy()
+    anchors[:, 0] = 1.0
+    return scores, targets, mask, anchors
 
 
-@pytest.mark.parametrize("seed, sizes, tau", [(0, [5, 3, 4], 0.05), (1, [6, 6], 0.05), (2, [3, 7, 5, 4], 0.5)])
-def test_loss_matches_the_formula_written_out_with_padding(seed, sizes, tau):
-    scores, targets, mask = random_batch(seed, sizes, size=max(sizes) + 1)  # every list has padding
-    got = listmle_from_scores(torch.tensor(scores), torch.tensor(targets), torch.tensor(mask), tau)
-    assert got.item() == pytest.approx(listmle_loop(scores, targets, mask, tau), rel=1e-6, abs=1e-5)
+def loss_of(scores: np.ndarray, targets: np.ndarray, mask: np.ndarray, anchors: np.ndarray, tau: float) -> Tensor:
+    return listmle_from_scores(*(torch.tensor(a) for a in (scores, targets, mask, anchors)), tau)
+
+
+@pytest.mark.parametrize("seed, sizes, tau, star", [(0, [5, 3, 4], 0.05, False), (1, [6, 6], 0.05, False),
+                                                    (2, [3, 7, 5, 4], 0.5, False), (3, [5, 3, 4], 1.0, True)])
+def test_loss_matches_the_formula_written_out_with_padding(seed, sizes, tau, star):
+    batch = random_batch(seed, sizes, size=max(sizes) + 1, star=star)  # every list has padding
+    assert loss_of(*batch, tau).item() == pytest.approx(listmle_loop(*batch, tau), rel=1e-6, abs=1e-5)
 
 
 def test_padding_stays_out_of_the_loss_at_a_tiny_tau():
-    scores, targets, mask = random_batch(5, [4, 3], size=5)
+    scores, targets, mask, anchors = random_batch(5, [4, 3], size=5)
     scores = scores / 4 - 0.75  # cosines in [-1, -0.5]: cosine / tau at or below PAD_LOGIT
-    got = listmle_from_scores(torch.tensor(scores), torch.tensor(targets), torch.tensor(mask), 5e-5)
-    assert got.item() == pytest.approx(listmle_loop(scores, targets, mask, 5e-5), rel=1e-6)
+    got = loss_of(scores, targets, mask, anchors, 5e-5)
+    assert got.item() == pytest.approx(listmle_loop(scores, targets, mask, anchors, 5e-5), rel=1e-6)
 
 
 def test_padding_contents_do_not_change_the_loss():
-    scores, targets, mask = random_batch(3, [4, 3], size=6)
-    base = listmle_from_scores(torch.tensor(scores), torch.tensor(targets), torch.tensor(mask), 0.05)
+    scores, targets, mask, anchors = random_batch(3, [4, 3], size=6)
+    base = loss_of(scores, targets, mask, anchors, 0.05)
     for b, row in enumerate(mask == 0):  # padded members that would be the most similar and the top targets
         scores[b, row, :] = scores[b, :, row] = 1.0
         targets[b, row, :] = targets[b, :, row] = 100.0
-    again = listmle_from_scores(torch.tensor(scores), torch.tensor(targets), torch.tensor(mask), 0.05)
+    anchors[:] = 1.0  # a padded member marked as an anchor still has no row
+    again = loss_of(scores, targets, mask, anchors, 0.05)
     assert again.item() == pytest.approx(base.item(), abs=1e-9)
 
 
 def test_gradients_are_finite_and_zero_on_padding():
-    scores, targets, mask = random_batch(4, [3, 5], size=5)
+    scores, targets, mask, anchors = random_batch(4, [3, 5], size=5)
     s = torch.tensor(scores, requires_grad=True)
-    listmle_from_scores(s, torch.tensor(targets), torch.tensor(mask), 0.05).backward()
+    listmle_from_scores(s, torch.tensor(targets), torch.tensor(mask), torch.tensor(anchors), 0.05).backward()
     grad = s.grad.numpy()
     assert np.isfinite(grad).all()
     assert (grad[0, 3:, :] == 0).all() and (grad[0, :, 3:] == 0).all()  # list 0 has 3 members of 5
     assert np.abs(grad[1]).sum() > 0 and np.abs(grad[0, :3, :3]).sum() > 0
 
 
-def lists_batch(model, lists: list[list[str]], targets: list[np.ndarray]) -> tuple[list[dict], torch.Tensor]:
+def lists_batch(model, lists: list[list[str]], targets: list[np.ndarray],
+                shape: str = "chain") -> tuple[list[dict], torch.Tensor]:
     """Features per list position (padded with empty texts) and packed labels, as the trainer collates them."""
     size = max(map(len, lists))
     features = [model.tokenize([members[i] if i < len(members) else "" for members in lists]) for i in range(size)]
-    labels = torch.tensor([pack_label(t, size) for t in targets], dtype=torch.float32)
+    labels = torch.tensor([pack_label(t, size, shape) for t in targets], dtype=torch.float32)
     return features, labels
 
 
@@ -108,7 +120,7 @@ def teacher_phi(model, members: list[str]) -> np.ndarray:
 def test_teachers_own_order_costs_less_than_its_reverse(tiny_model):
     lists = [[f"the {WORDS[(i + k) % 10]} near the {WORDS[(3 * i + k) % 10]} {k}" for k in range(n)]
              for i, n in enumerate([5, 3, 4])]
-    own = [nudged_targets(teacher_phi(tiny_model, members), w=0.0) for members in lists]
+    own = [nudged_targets(teacher_phi(tiny_model, members), w=0.0, shape="chain") for members in lists]
     loss = ListMLELoss(tiny_model, tau=0.05)
     was_training = tiny_model.training
     tiny_model.eval()  # no dropout: both losses see the same cosines
@@ -158,28 +170,34 @@ def test_nudged_targets_push_by_exactly_the_log_gap():
     # the list says 1 > 2 > 3 > 4; the teacher ranks member 2 (0.8) > 3 (0.5) > 1 (0.2) > 4 (0.1)
     phi = symmetric([0.2, 0.8, 0.5, 0.1])
     w = 0.7
-    out = nudged_targets(phi, w)
-    # sorted row: 0.8, 0.5, 0.2, 0.1; member k's gap is to the score at the place the list gives it
-    assert out[0, 1] == pytest.approx(0.2 + math.log(w * abs(0.2 - 0.8) + 1))  # list ranks it higher: up
-    assert out[0, 2] == pytest.approx(0.8 - math.log(w * abs(0.8 - 0.5) + 1))  # lower: down by its own gap
-    assert out[0, 3] == pytest.approx(0.5 - math.log(w * abs(0.5 - 0.2) + 1))
+    out = nudged_targets(phi, w, "star")
+    # row 0 in list order: 1, 0.2, 0.8, 0.5, 0.1; the teacher places member 1 at 3, 2 at 1, 3 at 2, 4 at 4, and
+    # Delta is each member's value minus the value at the list position where the teacher places it
+    assert out[0, 1] == pytest.approx(0.2 + math.log(w * abs(0.2 - 0.5) + 1))  # list ranks it higher: up
+    assert out[0, 2] == pytest.approx(0.8 - math.log(w * abs(0.8 - 0.2) + 1))  # lower: down by its own Delta
+    assert out[0, 3] == pytest.approx(0.5 - math.log(w * abs(0.5 - 0.8) + 1))
     assert out[0, 4] == pytest.approx(0.1)  # both put it last: unchanged
     np.testing.assert_array_equal(np.diag(out), np.diag(phi))
 
 
-def test_nudged_targets_keep_a_row_that_agrees_and_w_zero_keeps_all():
+@pytest.mark.parametrize("shape", ["chain", "star"])
+def test_nudged_targets_keep_a_row_that_agrees_and_w_zero_keeps_all(shape):
     phi = symmetric([0.9, 0.6, 0.3, -0.2])
-    np.testing.assert_allclose(nudged_targets(phi, 5.0)[0], phi[0])
-    rng = np.random.default_rng(1)
-    phi = rng.uniform(-1, 1, (6, 6))
-    np.testing.assert_allclose(nudged_targets(phi, 0.0), phi)
-    moved = nudged_targets(phi, 2.0)
+    np.testing.assert_allclose(nudged_targets(phi, 5.0, shape)[0], phi[0])
+    phi = symmetric(list(np.random.default_rng(1).uniform(-1, 0.9, 5)), seed=1)
+    np.testing.assert_allclose(nudged_targets(phi, 0.0, shape), phi)
+    moved = nudged_targets(phi, 2.0, shape)
     assert not np.allclose(moved, phi) and np.isfinite(moved).all()
+
+
+def test_nudged_targets_refuse_an_unknown_shape():
+    with pytest.raises(ValueError, match="shape"):
+        nudged_targets(np.eye(3), 0.5, "tree")
 
 
 def test_a_larger_w_moves_the_disagreeing_members_further():
     phi = symmetric([0.2, 0.8, 0.5, 0.1])
-    small, large = nudged_targets(phi, 0.5), nudged_targets(phi, 50.0)
+    small, large = nudged_targets(phi, 0.5, "star"), nudged_targets(phi, 50.0, "star")
     assert large[0, 1] > small[0, 1] > phi[0, 1]
     assert large[0, 2] < small[0, 2] < phi[0, 2] and large[0, 3] < small[0, 3] < phi[0, 3]
     assert large[0, 4] == small[0, 4] == phi[0, 4]
@@ -190,45 +208,51 @@ def test_w_must_exceed_a_half_to_reverse_an_adjacent_swap(gap):
     """Two neighbours the teacher swaps move toward each other by log(w * gap + 1) each; that closes the gap only
     when 2 log(w * gap + 1) > gap, never at w = 0.5 (log(1 + x) < x), always at w = 1 for cosine gaps (< 2.5)."""
     phi = np.eye(3)
-    phi[0, 1] = phi[1, 0] = 0.2  # the list puts member 1 first, the teacher prefers member 2
-    phi[0, 2] = phi[2, 0] = 0.2 + gap
-    half = nudged_targets(phi, 0.5)[0]
-    one = nudged_targets(phi, 1.0)[0]
+    phi[0, 1] = phi[1, 0] = 0.9 - gap  # the list puts member 1 first, the teacher prefers member 2
+    phi[0, 2] = phi[2, 0] = 0.9  # cosines: below the diagonal's 1, which Algorithm 1 sorts with them
+    half = nudged_targets(phi, 0.5, "chain")[0]
+    one = nudged_targets(phi, 1.0, "chain")[0]
     assert half[2] > half[1] and one[1] > one[2]
 
 
-def test_order_targets_rank_every_row_in_list_order():
+def test_order_targets_rank_each_row_by_distance_along_the_list():
+    """Row 0 in list order; any anchor's members after it in list order and those before it nearest first (the
+    chain's order either side of the anchor)."""
     t = order_targets(5)
     assert t.shape == (5, 5)
+    assert sorted(range(1, 5), key=lambda k: -t[0, k]) == [1, 2, 3, 4]
     for j in range(5):
-        others = [k for k in range(5) if k != j]
-        assert sorted(others, key=lambda k: -t[j, k]) == others
+        after, before = list(range(j + 1, 5)), list(range(j - 1, -1, -1))
+        assert sorted(after, key=lambda k: -t[j, k]) == after and sorted(before, key=lambda k: -t[j, k]) == before
 
 
-def test_pack_label_is_targets_then_mask_padded():
+def test_pack_label_is_targets_then_presence_then_anchors_padded():
     targets = np.arange(9, dtype=float).reshape(3, 3) + 1
-    label = pack_label(targets, 4)
-    assert len(label) == 4 * 4 + 4
+    label = pack_label(targets, 4, "chain")
+    assert len(label) == 4 * 4 + 4 + 4
     grid = np.array(label[:16]).reshape(4, 4)
     np.testing.assert_array_equal(grid[:3, :3], targets)
     assert (grid[3] == 0).all() and (grid[:, 3] == 0).all()
-    assert label[16:] == [1.0, 1.0, 1.0, 0.0]
-    assert pack_label(targets, 3)[9:] == [1.0, 1.0, 1.0]
+    assert label[16:20] == [1.0, 1.0, 1.0, 0.0] and label[20:] == [1.0, 1.0, 1.0, 0.0]  # every member an anchor
+    assert pack_label(targets, 4, "star")[16:] == [1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # member 0 only
+    assert pack_label(targets, 3, "chain")[9:] == [1.0] * 6
 
 
 # ---------------------------------------------------------------- ordering metrics
 
 
 def test_ordering_scores_exact_reversed_and_tied():
-    assert ordering_scores([np.array([0.9, 0.5, 0.1])]) == {"ordering_accuracy": 1.0, "kendall_tau": 1.0,
-                                                           "n_lists": 1}
-    reverse = ordering_scores([np.array([0.1, 0.5, 0.9, 0.95])])
+    """One row per list (a star list's anchor row)."""
+    assert ordering_scores([[np.array([0.9, 0.5, 0.1])]]) == {"ordering_accuracy": 1.0, "kendall_tau": 1.0,
+                                                             "n_lists": 1}
+    reverse = ordering_scores([[np.array([0.1, 0.5, 0.9, 0.95])]])
     assert reverse["ordering_accuracy"] == 0.0 and reverse["kendall_tau"] == pytest.approx(-1.0)
-    tie = ordering_scores([np.array([0.9, 0.9, 0.1])])
+    tie = ordering_scores([[np.array([0.9, 0.9, 0.1])]])
     assert tie["ordering_accuracy"] == 0.0 and 0 < tie["kendall_tau"] < 1
-    flat = ordering_scores([np.array([0.3, 0.3, 0.3])])
+    flat = ordering_scores([[np.array([0.3, 0.3, 0.3])]])
     assert flat == {"ordering_accuracy": 0.0, "kendall_tau": 0.0, "n_lists": 1}
-    mixed = ordering_scores([np.array([0.9, 0.5, 0.1]), np.array([0.1, 0.5, 0.9]), np.array([0.9, 0.1, 0.5, 0.0])])
+    mixed = ordering_scores([[np.array([0.9, 0.5, 0.1])], [np.array([0.1, 0.5, 0.9])],
+                             [np.array([0.9, 0.1, 0.5, 0.0])]])
     assert mixed["ordering_accuracy"] == pytest.approx(1 / 3) and mixed["n_lists"] == 3
     assert mixed["kendall_tau"] == pytest.approx((1 - 1 + 4 / 6) / 3)  # the third: 5 of 6 pairs concordant
 
@@ -265,8 +289,8 @@ def test_list_examples_hold_one_column_per_member_and_the_packed_label(tiny_mode
         row = dataset[i]
         members = by_anchor[row["m0"]]
         assert [row[f"m{k}"] for k in range(size)] == members + [""] * (size - len(members))
-        assert len(row["label"]) == size * size + size
-        np.testing.assert_allclose(row["label"], pack_label(order_targets(len(members)), size))
+        assert len(row["label"]) == size * size + 2 * size
+        np.testing.assert_allclose(row["label"], pack_label(order_targets(len(members)), size, "chain"))
     assert stats["examples"] == 8 and stats["source"] == "list file" and stats["target"] == "order"
     assert 0.0 <= stats["teacher_in_order"] <= 1.0
 
@@ -294,7 +318,7 @@ def test_list_examples_preview_shows_the_anchor_row(tiny_model):
     label = np.array(dataset[0]["label"])
     size = stats["list_size"][1]
     np.testing.assert_allclose(label[1:len(members)], phi[0, 1:], atol=1e-5)  # row 0 of phihat, packed
-    assert label[size * size:].tolist() == [1.0] * len(members) + [0.0] * (size - len(members))
+    assert label[size * size:].tolist() == ([1.0] * len(members) + [0.0] * (size - len(members))) * 2  # chain
 
     ordered = TrainConfig(corpus="x", recipe="listmle", target="order", examples=100)
     _, stats = list_examples(ordered, corpus, tiny_model, "ranked lists")

@@ -20,6 +20,7 @@ from core.data.lists import ListColumns, build_lists
 from core.evaluation.headline import HEADLINE
 from core.evaluation.ordering import evaluate_lists
 from core.runs.store import RunStore
+from core.training.config import LIST_SHAPES
 from core.training.recipes import RECIPES
 from tests.conftest import button, no_errors, paste_table, shared_data
 from ui.corpus_view import LIST_PREVIEW_COLUMNS
@@ -68,6 +69,29 @@ def test_pasted_list_table_shows_report_one_list_and_ordering(app, tiny_model):
     assert cards["Ordering accuracy"] == metric["ordering_accuracy"].text(expected["ordering_accuracy"])
     assert cards["Kendall tau"] == metric["kendall_tau"].text(expected["kendall_tau"])
     assert "Run ordering evaluation" not in [b.label for b in at.button]  # scored once per corpus and model
+
+
+def test_the_corpus_page_asks_a_list_files_shape_and_a_run_takes_it(app, monkeypatch):
+    """Chain by default, one sentence on each shape; a star list file trains and is scored as one."""
+    monkeypatch.setattr(core.jobs.launch, "start",  # the job runs to its end in this process
+                        lambda store, run_id: core.jobs.worker.execute(store, run_id) or os.getpid())
+    at = paste_table(app, list_table())
+    shape = next(r for r in at.radio if r.label == "List shape")
+    assert shape.options == list(LIST_SHAPES) and shape.value == "chain"
+    assert list(shape.proto.captions) == list(LIST_SHAPES.values())
+    chain = "For each test chain list, the reference model's cosine of each member to each one after it."
+    assert any(c.value.startswith(chain) for c in at.caption)
+    shape.set_value("star").run()
+    no_errors(at)
+    star = "For each test star list, the reference model's cosine of the first member to each other member."
+    assert any(c.value.startswith(star) for c in at.caption)
+    at.switch_page("app_pages/2_Train.py").run()
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = RunStore().list()
+    assert run.status == "done" and run.config["list_shape"] == "star"
+    assert run.progress["summary"]["examples"]["shape"] == "star"
+    assert run.metrics_after["list_shape"] == "star"
 
 
 def test_bad_list_file_is_one_error_line(app):
@@ -168,7 +192,7 @@ def test_a_list_run_started_on_the_train_page_shows_ordering_on_runs_and_exports
     button(at, "Start training").click().run()
     no_errors(at)
     [run] = RunStore().list()
-    assert run.status == "done" and run.config["recipe"] == "listmle"
+    assert run.status == "done" and run.config["recipe"] == "listmle" and run.config["list_shape"] == "chain"
     cards = {m.label: m for m in at.metric}
     assert {"Ordering accuracy", "Kendall tau"} <= cards.keys() and "P@16" not in cards
     assert cards["Kendall tau"].delta.startswith(("+", "-"))

@@ -202,7 +202,8 @@ def test_a_tiny_model_trained_five_steps_lowers_the_loss(fresh_model) -> None:
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"tau": 0.0}, {"interval": -1}, {"interval": 1.5}, {"w_rank": 0.0, "w_angle": 0.0}, {"w_rank": -1.0},
+    {"tau": 0.0}, {"interval": -1}, {"interval": -0.5}, {"interval": math.nan}, {"interval": math.inf},
+    {"interval": "2"}, {"w_rank": 0.0, "w_angle": 0.0}, {"w_rank": -1.0},
     {"gate": "labels"},
 ])
 def test_bad_settings_are_user_errors(tiny_model, kwargs: dict) -> None:

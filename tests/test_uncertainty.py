@@ -100,8 +100,8 @@ def test_an_evaluation_stores_the_intervals_of_its_per_target_scores_in_json():
     targets, pool = rng.normal(size=(60, 8)), rng.normal(size=(300, 8))
     score = polarity_similarity(targets, pool, targets, pool, rng.integers(0, 3, 60), rng.integers(0, 3, 300), k=5)
     kept = target_intervals(score.target_polarity, score.target_similarity)
-    assert set(score.as_dict()) == {"polarity", "polarity_sd", "similarity", "similarity_sd", "k", "n_queries",
-                                    "n_pool"}  # the per-target arrays never reach a run's row
+    assert set(score.as_dict()) == {"polarity", "polarity_sd", "similarity", "similarity_sd", "k", "discount",
+                                    "n_queries", "n_pool"}  # the per-target arrays never reach a run's row
     assert kept["polarity_se"] == pytest.approx(standard_error(score.target_polarity * 100))
     assert kept["similarity_ci"] == pytest.approx(list(bootstrap_mean_ci(score.target_similarity * 100)))
     low, high = kept["polarity_ci"]

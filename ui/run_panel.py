@@ -11,6 +11,7 @@ from core.jobs.sweep import cancel
 from core.runs.export import safe_name
 from core.runs.labels import duration_s, knob_text, recipe_text
 from core.runs.store import PARENT_KINDS, Run, RunStore
+from core.training.eta import fmt_seconds
 from ui.charts import plot
 from ui.feedback import guard
 from ui.run_control import get_run
@@ -24,16 +25,6 @@ STATUS_BADGE = {  # status -> (markdown badge colour, material icon)
     "failed": ("red", ":material/error:"),
     "cancelled": ("orange", ":material/cancel:"),
 }
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def status_line(run: Run) -> None:

@@ -70,21 +70,21 @@ def table() -> Table | None:
 
 
 def use_table(table: Table, columns: Columns | PairColumns | ListColumns, drop_duplicates: bool = False,
-              drop_leaked: bool = False) -> bool:
-    """Make the corpus built from `table` current (a pair corpus for PairColumns, a list corpus for ListColumns;
-    neither drops duplicates or leaked texts); True when that changed the current corpus.
+              drop_leaked: bool = False, list_shape: str = "chain") -> bool:
+    """Make the corpus built from `table` current (a pair corpus for PairColumns, a list corpus of `list_shape` for
+    ListColumns; neither drops duplicates or leaked texts); True when that changed the current corpus.
 
     Rebuilds only when the input or the mapping changed, under a progress bar: validating a 100k-row table takes
     seconds, which the page shows (a labelled corpus by its stages) rather than sit still. Building raises
     UserError on bad data, in which case the previous corpus stays current.
     """
-    key = (table.key, columns, drop_duplicates, drop_leaked)
+    key = (table.key, columns, drop_duplicates, drop_leaked, list_shape)
     ss = st.session_state
     if ss.get(_CORPUS_KEY) == key:
         return False
     with progress_bar(f"Validating {len(table.df):,} rows…") as bar:
         if isinstance(columns, ListColumns):
-            built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings))
+            built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings), shape=list_shape)
         elif isinstance(columns, PairColumns):
             built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings))
         else:

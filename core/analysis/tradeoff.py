@@ -50,6 +50,12 @@ def _judged_by(run: Run, reference) -> bool:
         return False
 
 
+def _scored_as(run: Run, k: int, discount: str) -> bool:
+    """True when the run's stored P and S were computed at this k with this rank discount (a run saved before the
+    discount was a setting used the linear one)."""
+    return (run.config.get("eval_k", 16), run.config.get("discount", "linear")) == (k, discount)
+
+
 def tradeoff_points(
     store: RunStore,
     corpus: Corpus,
@@ -58,10 +64,12 @@ def tradeoff_points(
     load_model: Callable[[str], object] | None = None,
     progress: PhaseProgress | None = None,
     memo: dict | None = None,
+    discount: str = "linear",
 ) -> list[dict]:
-    """The reference point and one point per finished train run on this corpus, all at P@k / S@k.
+    """The reference point and one point per finished train run on this corpus, all at P@k / S@k with this rank
+    discount.
 
-    A run's stored metrics are used when they were computed at this k and judged by this reference;
+    A run's stored metrics are used when they were computed at this k and discount and judged by this reference;
     otherwise its saved model is loaded (`load_model(path)`, e.g. the app's model cache) and scored again,
     which only re-ranks cached embeddings. `memo` (e.g. a session dict) keeps points between calls, so a
     newly finished run adds one evaluation and not one per run.
@@ -76,8 +84,8 @@ def tradeoff_points(
             return load(path, str(getattr(reference, "device", "cpu")))
 
     memo = {} if memo is None else memo
-    settings = EvalSettings(k=k)
-    ref_key = (_source(reference), corpus.fingerprint, k)
+    settings = EvalSettings(k=k, discount=discount)
+    ref_key = (_source(reference), corpus.fingerprint, k, discount)
     runs = store.finished(corpus.fingerprint)[::-1]  # oldest first: the legend follows the order of training
     points = []
     for i, run in enumerate([None, *runs]):
@@ -87,7 +95,7 @@ def tradeoff_points(
                 progress("scoring runs", i, len(runs) + 1)
             if run is None:
                 metrics = evaluate_corpus(reference, reference, corpus, settings, progress=progress)
-            elif run.config.get("eval_k", 16) == k and _judged_by(run, reference):
+            elif _scored_as(run, k, discount) and _judged_by(run, reference):
                 metrics = run.metrics_after
             else:
                 metrics = evaluate_corpus(load_model(run.artefacts["model"]), reference, corpus, settings,

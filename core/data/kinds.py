@@ -29,9 +29,10 @@ def corpus_kind(path: str | Path) -> str:
 
 
 def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
-             split_col: str | None = None, drop_leaked: bool = False) -> Corpus | PairCorpus | ListCorpus:
+             split_col: str | None = None, drop_leaked: bool = False,
+             list_shape: str = "chain") -> Corpus | PairCorpus | ListCorpus:
     """The corpus the file holds, of whichever kind; `drop_leaked` (labelled corpora only) drops the test texts
-    that are also training texts."""
+    that are also training texts; `list_shape` is what a list file's order states (ListCorpus.shape)."""
     kind = corpus_kind(path)
     if drop_leaked and kind != "labelled":
         raise UserError(f"drop_leaked applies to a labelled corpus; {path} holds {KIND_NAMES[kind]}.")
@@ -43,7 +44,7 @@ def load_any(path: str | Path, text_col: str | None = None, label_col: str | Non
     if kind == "lists":
         if label_col:
             raise UserError("label_col names a label column; a list corpus is ordered by its rank column.")
-        return load_lists(path, text_col=text_col, split_col=split_col)
+        return load_lists(path, text_col=text_col, split_col=split_col, shape=list_shape)
     return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col, drop_leaked=drop_leaked)
 
 

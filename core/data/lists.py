@@ -8,6 +8,8 @@ from one of three places:
   hypothesis of another premise;
 - a labelled corpus: an anchor, its nearest same-label texts, then its nearest other-label texts (nearest by a
   frozen reference model; the label decides which group comes first).
+A list's shape says which of its rows have a known order: a list file is a chain list (every member an anchor over
+the members after it) unless it says it is a star list; NLI and neighbour lists are star lists (member 0 the anchor).
 """
 
 from __future__ import annotations
@@ -101,11 +103,14 @@ class ListCorpus:
     target_split: str
     report: ListReport
     columns: ListColumns | None = None  # a list file's columns; None for derived lists
+    shape: str = "chain"  # "chain": every member an anchor over the members after it; "star": member 0 the one
+    # anchor (NLI and neighbour lists); what the loss trains and the ordering metrics score
 
     @cached_property
     def fingerprint(self) -> str:
-        """Content hash: the same lists in the same splits give the same key in any run."""
-        h = hashlib.sha256()
+        """Content hash: the same lists in the same splits and shape give the same key in any run (the shape
+        decides what the ordering metrics score)."""
+        h = hashlib.sha256(self.shape.encode("utf-8") + b"\x1d")
         for split, part in (("train", self.train), (self.target_split, self.test)):
             h.update("\x1e".join(f"{split}\x1f{i}\x1f" + "\x1f".join(members)
                                  for i, members in zip(part.ids, part.lists)).encode("utf-8"))
@@ -123,6 +128,7 @@ class ListCorpus:
             "lists_train": len(self.train),
             "lists_test": len(self.test),
             "list_size": [min(sizes), max(sizes)],
+            "shape": self.shape,
             "split_source": self.report.split_source,
             "fingerprint": self.fingerprint,
         }
@@ -180,8 +186,10 @@ def _ranks(series: pd.Series, col: str) -> np.ndarray:
     return out
 
 
-def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: list[str] | None = None) -> ListCorpus:
-    """Group the rows into lists ordered by rank, check each, split by list (split column, else seeded 90:10)."""
+def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: list[str] | None = None,
+                shape: str = "chain") -> ListCorpus:
+    """Group the rows into lists ordered by rank, check each, split by list (split column, else seeded 90:10);
+    `shape` is what the file's order states (ListCorpus.shape)."""
     for col in (columns.list_id, columns.rank, columns.text, columns.split):
         if col is not None and col not in df.columns:
             raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
@@ -234,7 +242,7 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
     report = ListReport(source="list file", rows_read=len(df), lists_kept=len(lists), skipped=0,
                         split_source=source, warnings=warnings)
     return ListCorpus(name=name, train=part(train), test=part(target), target_split=target_split, report=report,
-                      columns=columns)
+                      columns=columns, shape=shape)
 
 
 def _check_list(list_id: str, group: pd.DataFrame) -> None:
@@ -267,12 +275,12 @@ def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def load_lists(path: str | Path, list_col: str | None = None, rank_col: str | None = None,
                text_col: str | None = None, split_col: str | None = None,
-               max_bytes: int = DEFAULT_MAX_BYTES) -> ListCorpus:
+               max_bytes: int = DEFAULT_MAX_BYTES, shape: str = "chain") -> ListCorpus:
     """Read, detect columns and build in one call, as the CLI does."""
     path = Path(path)
     df, warnings = read_file(path, max_bytes)
     columns = detect_list_columns(df, list_col, rank_col, text_col, split_col)
-    return build_lists(df, columns, name=path.stem, warnings=warnings)
+    return build_lists(df, columns, name=path.stem, warnings=warnings, shape=shape)
 
 
 # ---------------------------------------------------------------- derived lists
@@ -280,7 +288,8 @@ def load_lists(path: str | Path, list_col: str | None = None, rank_col: str | No
 
 def nli_lists(pairs: PairCorpus, seed: int = 0) -> ListCorpus:
     """Per premise: the premise, one entailment, one neutral and one contradiction hypothesis (the first of each in
-    file order), then a random hypothesis of another premise (seeded); premises lacking a label are skipped."""
+    file order), then a random hypothesis of another premise (seeded); premises lacking a label are skipped. Star
+    lists: only the premise's row has a known order."""
     if pairs.columns.label is None:
         raise UserError(f"{pairs.name} has no NLI label column, so its pairs give no list order; lists from pairs "
                         "need entailment / neutral / contradiction labels.")
@@ -292,7 +301,8 @@ def nli_lists(pairs: PairCorpus, seed: int = 0) -> ListCorpus:
     report = ListReport(source="NLI pairs", rows_read=len(pairs.train) + len(pairs.test),
                         lists_kept=len(train) + len(test), skipped=skipped_train + skipped_test,
                         split_source=pairs.report.split_source, warnings=list(pairs.report.warnings))
-    return ListCorpus(name=pairs.name, train=train, test=test, target_split=pairs.target_split, report=report)
+    return ListCorpus(name=pairs.name, train=train, test=test, target_split=pairs.target_split, report=report,
+                      shape="star")
 
 
 def _premise_lists(split: PairSplit, seed: int) -> tuple[ListSplit, int]:
@@ -320,7 +330,7 @@ def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: 
     """Per anchor: its `size // 2` nearest same-label texts, then its `size - size // 2` nearest other-label texts,
     each group nearest first by the reference model's cosine; searched within the anchor's own split (the train
     split's `train_rows` when given: the sample the evaluation already encodes). Up to `max_lists` training anchors
-    (seeded sample); every target text is an anchor."""
+    (seeded sample); every target text is an anchor. Star lists: only the anchor's row has a known order."""
     from core.models.encode import encode_cached
 
     if size < MIN_MEMBERS - 1 or size > MAX_MEMBERS - 1:
@@ -343,7 +353,7 @@ def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: 
                         lists_kept=len(parts[0]) + len(parts[1]), skipped=skipped,
                         split_source=corpus.report.split_source)
     return ListCorpus(name=corpus.name, train=parts[0], test=parts[1], target_split=corpus.target_split,
-                      report=report)
+                      report=report, shape="star")
 
 
 def _neighbour_split(texts: list[str], labels: np.ndarray, emb: np.ndarray, n_same: int, n_other: int,

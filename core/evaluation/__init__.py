@@ -3,12 +3,14 @@
 - ``metrics``: pure numpy + FAISS on embeddings: ``polarity_similarity`` (P@k / S@k), ``knn_accuracy``,
   ``layerwise_knn_accuracy``, ``linear_cka``, ``linear_probe_accuracy``, ``search``.
 - ``pareto``: ``pareto_front`` of (P, S) points.
-- ``headline``: ``HEADLINE``, the metrics every table and card shows, with their names and units.
+- ``headline``: ``HEADLINE``, the metrics every table and card shows, with their names and units; ``DISCOUNTS``,
+  the rank weightings of P@k / S@k.
 - ``evaluate``: which texts are scored, encoded through the cache, and scored: ``evaluate``, ``evaluate_layers``,
   ``layer_states``, ``layer_cka``, ``compare_layers``,
   ``EvalSettings``, ``eval_sets``, ``score``.
-- ``ordering``: how well a model orders held-out ranked lists: ``ordering_metrics`` (ordering accuracy, Kendall
-  tau), ``ordering_scores``, ``evaluate_lists``.
+- ``ordering``: how well a model orders held-out ranked lists, on the rows their shape orders (a star list's
+  anchor, every anchor of a chain list): ``ordering_metrics`` (ordering accuracy, Kendall tau), ``ordering_scores``,
+  ``ordered_rows``, ``in_order``, ``evaluate_lists``.
 - ``sts``: Spearman x 100 of cosine against a pair corpus's gold score: ``sts_spearman``.
 - ``per_class``: per-class P@k, kNN recall and the kNN confusion matrix of an evaluation (``per_class``,
   ``per_class_frame``, ``confusion_counts``), stored under ``"per_class"`` by ``score``.

@@ -33,6 +33,7 @@ LAYER_CACHE_BYTES = 1 << 30
 @dataclass(frozen=True)
 class EvalSettings:
     k: int = 16  # P@k / S@k retrieval depth
+    discount: str = "linear"  # P@k / S@k rank weighting (core.evaluation.metrics.DISCOUNTS)
     knn_k: int = 10
     knn_metric: str = "euclidean"  # the model's own embedding, as it produces it
     layer_metric: str = "cosine"  # each layer's mean-pooled hidden state (docs/definitions.md, Layer-wise kNN)
@@ -96,6 +97,7 @@ def score(
         corpus.test_labels,
         train_labels[sets.pool_pos],
         k=settings.k,
+        discount=settings.discount,
     )
     knn_x, knn_y = model_train[sets.knn_pos], train_labels[sets.knn_pos]
     out = ps.as_dict()

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# How P@k / S@k weight the k neighbours (docs/definitions.md, P@k and S@k; core.evaluation.metrics.rank_weights):
+# "linear" is seed 000's text, "none" (each 1/k) what its released evaluation code computes by default. Here, with
+# the names of the figures, so the settings can offer it without loading the metrics' FAISS.
+DISCOUNTS = ("linear", "none")
+
 
 @dataclass(frozen=True)
 class Metric:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 import faiss
 import numpy as np
 
+from core.evaluation.headline import DISCOUNTS
+
 
 def _f32(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
@@ -40,8 +42,13 @@ def search(queries: np.ndarray, base: np.ndarray, k: int, metric: str = "cosine"
     return index.search(q, k)
 
 
-def rank_weights(k: int) -> np.ndarray:
-    """Linear rank discount w_i = 2(k+1-i) / (k(k+1)), i = 1..k; sums to 1."""
+def rank_weights(k: int, discount: str = "linear") -> np.ndarray:
+    """The weights of ranks i = 1..k, summing to 1: the linear discount w_i = 2(k+1-i) / (k(k+1)), or uniform 1/k
+    with discount "none"."""
+    if discount not in DISCOUNTS:
+        raise ValueError(f"unknown discount {discount!r}")
+    if discount == "none":
+        return np.full(k, 1.0 / k)
     i = np.arange(1, k + 1, dtype=np.float64)
     return 2.0 * (k + 1 - i) / (k * (k + 1))
 
@@ -60,6 +67,7 @@ class TradeoffScore:
     similarity: float
     similarity_sd: float
     k: int
+    discount: str  # the rank weighting that produced the figures (DISCOUNTS)
     n_queries: int
     n_pool: int
     # P and S of each target in [0, 1], for per-class results (core.evaluation.per_class) and the intervals of the
@@ -80,15 +88,17 @@ def polarity_similarity(
     target_labels: np.ndarray,
     pool_labels: np.ndarray,
     k: int = 16,
+    discount: str = "linear",
 ) -> TradeoffScore:
-    """P@k and S@k (docs/definitions.md, P@k and S@k), x100, with standard deviations over targets.
+    """P@k and S@k (docs/definitions.md, P@k and S@k), x100, with standard deviations over targets; the neighbours
+    weighted by `discount` (rank_weights).
 
     Model M retrieves by cosine; S scores what it retrieved with the frozen reference R's cosine, so a
     model that separates labels by forgetting meaning loses S while gaining P.
     """
     k = min(k, len(model_pool))
     _, idx = search(model_targets, model_pool, k, "cosine")
-    w = rank_weights(k)
+    w = rank_weights(k, discount)
     same = (np.asarray(pool_labels)[idx] == np.asarray(target_labels)[:, None]).astype(np.float64)
     p = same @ w
     rt, rp = _normalise(ref_targets), _normalise(ref_pool)
@@ -100,6 +110,7 @@ def polarity_similarity(
         similarity=float(s.mean() * 100),
         similarity_sd=float(s.std() * 100),
         k=k,
+        discount=discount,
         n_queries=len(p),
         n_pool=len(model_pool),
         target_polarity=p,

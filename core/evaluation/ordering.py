@@ -1,5 +1,6 @@
 """Ordering metrics of a list corpus (docs/definitions.md, Ordering metrics): does the model rank each list's
-members, by cosine to the list's anchor, in the list's own order?"""
+members, by cosine to an anchor, in the list's own order? Scored on the rows a ListMLE run trains: anchor 0 of a
+star list, every anchor of a chain list (over the members after it, the order the list states)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,27 @@ from core.data.mining import unit_rows
 from core.models.encode import encode_cached
 
 
-def ordering_scores(similarities: list[np.ndarray]) -> dict:
-    """From each list's anchor-to-member cosines (members in list order, most related first): the share of lists
-    whose order the cosines reproduce exactly, and the mean Kendall tau-b between cosine order and list order."""
+def ordered_rows(sims: np.ndarray, shape: str) -> list[np.ndarray]:
+    """The rows of one list's similarity matrix (members in list order) whose order the list states: anchor 0's
+    cosines to members 1.. for a star list; for a chain list each anchor's cosines to the members after it, for the
+    anchors with at least two of them (one alone is always in order)."""
+    anchors = [0] if shape == "star" else range(len(sims) - 2)
+    return [sims[i, i + 1:] for i in anchors]
+
+
+def in_order(rows: list[np.ndarray]) -> bool:
+    """Every row strictly decreasing: a tie does not reproduce an order."""
+    return all(bool(np.all(np.diff(row) < 0)) for row in rows)
+
+
+def ordering_scores(similarities: list[list[np.ndarray]]) -> dict:
+    """From each list's ordered rows (ordered_rows): the share of lists whose rows the cosines all reproduce exactly,
+    and the mean over lists of the mean Kendall tau-b between each row's cosine order and the list order."""
     exact, taus = [], []
-    for sims in similarities:
-        sims = np.asarray(sims, dtype=np.float64)
-        exact.append(bool(np.all(np.diff(sims) < 0)))  # strictly decreasing: a tie does not reproduce an order
-        tau = kendalltau(-np.arange(len(sims)), sims).statistic
-        taus.append(0.0 if np.isnan(tau) else float(tau))  # all cosines equal: no order at all
+    for rows in similarities:
+        exact.append(in_order(rows))
+        row_taus = [kendalltau(-np.arange(len(row)), row).statistic for row in rows]
+        taus.append(float(np.mean([0.0 if np.isnan(t) else t for t in row_taus])))  # all cosines equal: no order
     return {"ordering_accuracy": float(np.mean(exact)), "kendall_tau": float(np.mean(taus)), "n_lists": len(exact)}
 
 
@@ -28,8 +41,9 @@ def list_texts(split: ListSplit) -> list[str]:
     return list(dict.fromkeys(t for members in split.lists for t in members))
 
 
-def list_similarities(model, split: ListSplit, progress=None) -> list[np.ndarray]:
-    """Cosine of each list's anchor to each of its members, every distinct text encoded once (through the cache)."""
+def list_similarities(model, split: ListSplit, shape: str, progress=None) -> list[list[np.ndarray]]:
+    """Each list's ordered rows (ordered_rows) of the model's cosines, every distinct text encoded once (through the
+    cache)."""
     texts = list_texts(split)
     emb = encode_cached(model, texts, progress=progress)
     emb = unit_rows(emb)
@@ -37,14 +51,14 @@ def list_similarities(model, split: ListSplit, progress=None) -> list[np.ndarray
     out = []
     for members in split.lists:
         vectors = emb[[row[t] for t in members]]
-        out.append(vectors[1:] @ vectors[0])
+        out.append(ordered_rows(vectors @ vectors.T, shape))
     return out
 
 
 def ordering_metrics(model, lists: ListCorpus, progress=None) -> dict:
-    """Ordering accuracy and Kendall tau on the target lists."""
-    out = ordering_scores(list_similarities(model, lists.test, progress))
-    out["list_split"] = lists.target_split
+    """Ordering accuracy and Kendall tau on the target lists, on the rows their shape orders."""
+    out = ordering_scores(list_similarities(model, lists.test, lists.shape, progress))
+    out["list_split"], out["list_shape"] = lists.target_split, lists.shape
     return out
 
 

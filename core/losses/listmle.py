@@ -1,13 +1,17 @@
-"""ListMLE for a bi-encoder over ranked lists (docs/definitions.md, ListMLE post-training; seed 003, Eq. 6-8).
+"""ListMLE for a bi-encoder over ranked lists (docs/definitions.md, ListMLE post-training; seed 003, Eq. 5-8 and
+Appendix D Algorithm 1).
 
 sentence-transformers ships ListMLE for cross-encoders only. Here each training row is one list: its members are
-the dataset's text columns in list order (member 0 = the anchor, rank 1) and its label is the precomputed target
-matrix phihat (L x L, flattened) followed by a presence mask (L); shorter lists are padded with empty texts that the
-mask leaves out. Every present member serves as an anchor over the other present members: the loss is the
-Plackett-Luce negative log-likelihood of the order of phihat's row under the model's cosines divided by tau.
+the dataset's text columns in list order (member 0 first) and its label is the precomputed target matrix phihat
+(L x L, flattened), a presence mask (L) and an anchor mask (L); shorter lists are padded with empty texts that the
+presence mask leaves out. Each anchor's loss is the Plackett-Luce negative log-likelihood of the order of its phihat
+row (over the other present members) under the model's cosines divided by tau. A list's loss is the SUM over its
+anchors, as in the paper (Eq. 8); a batch's loss is the mean over its lists (the paper trains one list per step).
 
-``nudged_targets`` forms phihat from a frozen teacher's similarities and the list order; ``order_targets`` is the
-order-only ablation (the list order itself as the target).
+A list has one of two shapes: in a CHAIN list every member is an anchor and, for anchor i, the members from i
+onward have a known order; in a STAR list only member 0's row has a known order, so it is the only anchor.
+``nudged_targets`` forms phihat from a frozen teacher's similarities and the list order (Algorithm 1);
+``order_targets`` is the order-only ablation.
 """
 
 from __future__ import annotations
@@ -20,52 +24,62 @@ from torch import Tensor, nn
 
 PAD_GAP = 50.0  # padded logits sit this far below the smallest real one: exp(-50) vanishes beside any real term,
 # and unlike -inf a finite value keeps the masked terms' gradient free of NaN
+SHAPES = ("chain", "star")
 
 
-def _row_others(n: int, j: int) -> np.ndarray:
-    return np.array([k for k in range(n) if k != j], dtype=np.int64)
+def _row_nudge(row: np.ndarray, w: float) -> np.ndarray:
+    """The signed nudge of a row whose expected order is its own order (index 0 first): each member moves by
+    log(w |Delta| + 1), Delta = its value minus the value at the position where the teacher ranks it; up where the
+    row's order puts it above the teacher's place for it, down where below, not at all where they agree."""
+    place = np.empty(len(row), dtype=np.int64)  # p: the member's place in the row sorted descending
+    place[np.argsort(-row, kind="stable")] = np.arange(len(row))
+    delta = row - row[place]
+    direction = np.sign(place - np.arange(len(row)))  # +1: the list ranks it higher than the teacher does
+    return direction * np.log(w * np.abs(delta) + 1.0)
 
 
-def nudged_targets(phi: np.ndarray, w: float) -> np.ndarray:
-    """phihat for one list whose members are in list order (index 0 = rank 1).
+def nudged_targets(phi: np.ndarray, w: float, shape: str) -> np.ndarray:
+    """phihat for one list from the teacher's (symmetric) similarities phi, members in list order (Algorithm 1).
 
-    For anchor j and each other member k: r(k) = k's place in the list without j, rhat(k) = the place of phi[j, k]
-    in row j without j (descending, ties by position), phi_sorted = that row sorted descending. The teacher's score
-    moves by m = log(w * |phi[j, k] - phi_sorted[r(k)]| + 1): up where the list ranks k higher than the teacher
-    does, down where lower. The diagonal stays phi[j, j]; it is never a target.
+    Chain: row i's members from i onward are nudged toward list order (the diagonal first) and the nudge is
+    mirrored, so phihat stays symmetric and a teacher that already follows the chain is left as it is. Star: only
+    row 0 is nudged (members 1.. in list order), nothing mirrored; the other rows are phi's and never trained.
     """
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
     phi = np.asarray(phi, dtype=np.float64)
-    n = phi.shape[0]
-    out = phi.copy()
-    for j in range(n):
-        others = _row_others(n, j)
-        row = phi[j, others]
-        order = np.argsort(-row, kind="stable")
-        rhat = np.empty(len(others), dtype=np.int64)
-        rhat[order] = np.arange(len(others))
-        r = np.arange(len(others))  # the list's own order
-        nudge = np.log(w * np.abs(row - row[order][r]) + 1.0)
-        out[j, others] = np.where(r < rhat, row + nudge, np.where(r > rhat, row - nudge, row))
-    return out
+    nudge = np.zeros_like(phi)
+    for i in range(len(phi) if shape == "chain" else 1):
+        nudge[i, i:] = _row_nudge(phi[i, i:], w)
+    if shape == "chain":
+        nudge += np.triu(nudge, 1).T  # Delta[j, i] = Delta[i, j], the same direction
+    return phi + nudge
 
 
 def order_targets(n: int) -> np.ndarray:
-    """The order-only ablation: every row ranks the other members in list order (a higher value is more related)."""
-    return -np.tile(np.arange(n, dtype=np.float64), (n, 1))
+    """The order-only ablation: each row ranks the other members by their distance from it along the list (a higher
+    value is more related), which is list order on row 0 and on each chain anchor's members either side of it."""
+    place = np.arange(n, dtype=np.float64)
+    return -np.abs(place[:, None] - place[None, :])
 
 
-def pack_label(targets: np.ndarray, size: int) -> list[float]:
-    """The label of one list padded to `size` members: targets (size x size, flattened) then the presence mask."""
+def pack_label(targets: np.ndarray, size: int, shape: str) -> list[float]:
+    """The label of one list padded to `size` members: targets (size x size, flattened), the presence mask, then the
+    anchor mask (every member of a chain list, member 0 of a star list)."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
     n = targets.shape[0]
     padded = np.zeros((size, size))
     padded[:n, :n] = targets
     mask = np.zeros(size)
     mask[:n] = 1.0
-    return [*padded.ravel().tolist(), *mask.tolist()]
+    anchors = mask.copy() if shape == "chain" else np.eye(size)[0]
+    return [*padded.ravel().tolist(), *mask.tolist(), *anchors.tolist()]
 
 
-def listmle_from_scores(scores: Tensor, targets: Tensor, mask: Tensor, tau: float) -> Tensor:
-    """Mean over present anchors of the ListMLE loss; scores and targets are (B, L, L), mask (B, L) of 0/1."""
+def listmle_from_scores(scores: Tensor, targets: Tensor, mask: Tensor, anchors: Tensor, tau: float) -> Tensor:
+    """ListMLE summed over each list's anchors, then averaged over the lists; scores and targets are (B, L, L),
+    mask (B, L) marks the present members and anchors (B, L) the members whose row is trained (both 0/1)."""
     size = scores.shape[-1]
     present = mask.bool()
     eye = torch.eye(size, dtype=torch.bool, device=scores.device)
@@ -77,14 +91,15 @@ def listmle_from_scores(scores: Tensor, targets: Tensor, mask: Tensor, tau: floa
     kept = torch.gather(valid, -1, order)
     tail = torch.logcumsumexp(logits.flip(-1), dim=-1).flip(-1)  # log sum_{m >= i} exp(z_pi(m))
     per_anchor = ((tail - logits) * kept).sum(-1)
-    anchors = kept.any(-1)
-    return per_anchor[anchors].mean()
+    return (per_anchor * (anchors.bool() & present)).sum(-1).mean()
 
 
 class ListMLELoss(nn.Module):
-    """ListMLE over the cosines of each list's members; labels carry phihat and the presence mask (pack_label)."""
+    """ListMLE over the cosines of each list's members, summed over a list's anchors and averaged over the lists of a
+    batch; labels carry phihat, the presence mask and the anchor mask (pack_label). tau = 1 is the paper's (it has
+    no temperature); a smaller tau sharpens the cosines."""
 
-    def __init__(self, model, tau: float = 0.05) -> None:
+    def __init__(self, model, tau: float = 1.0) -> None:
         super().__init__()
         if not tau > 0:
             raise ValueError("tau must be positive")
@@ -101,8 +116,8 @@ class ListMLELoss(nn.Module):
         size = emb.shape[1]
         labels = labels.to(emb.dtype)
         targets = labels[:, : size * size].reshape(-1, size, size)
-        mask = labels[:, size * size:]
-        return listmle_from_scores(emb @ emb.transpose(1, 2), targets, mask, self.tau)
+        mask, anchors = labels[:, size * size: size * size + size], labels[:, size * size + size:]
+        return listmle_from_scores(emb @ emb.transpose(1, 2), targets, mask, anchors, self.tau)
 
     def get_config_dict(self) -> dict:
         return {"tau": self.tau}

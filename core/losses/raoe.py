@@ -33,9 +33,10 @@ def batch_ranks(scores: Tensor) -> Tensor:
     return ranks
 
 
-def rank_pair_mask(scores: Tensor, interval: int) -> Tensor:
+def rank_pair_mask(scores: Tensor, interval: float) -> Tensor:
     """mask[i, j]: pair j outranks pair i by more than ``interval`` ranks (r_j - r_i > interval), so its cosine
-    should be the higher one."""
+    should be the higher one. Rank differences are whole numbers, so a fractional interval (a scaled I_eff) keeps
+    the pairs more than its whole part apart: 0.125 keeps every ordered pair, 2.5 those 3 or more ranks apart."""
     ranks = batch_ranks(scores)
     return (ranks[None, :] - ranks[:, None]) > interval
 
@@ -82,7 +83,9 @@ class RAOELoss(nn.Module):
       keeps pairs with l_i > l_j and s_i < s_j, "label" those with l_i > l_j, "score" those with s_i < s_j
     - L = w_rank L_rank + w_angle L_angle
 
-    ``interval`` is in rank units, so its effect depends on the batch size. With interval 0 and distinct scores
+    ``interval`` is in rank units of the batch the loss sees (a whole or fractional number >= 0), so the same value
+    leaves out a larger share of the ordered pairs of a smaller batch; the recipes pass I_eff, the paper's I scaled
+    to the run's batch (core.training.raoe.effective_interval). With interval 0 and distinct scores
     L_rank is CoSENT with scale tau. A zero weight skips its term and a one-sided gate tests what the other
     side adds (ablations). After each batch ``last_gated_share`` holds the share of label-ordered pairs
     (l_i > l_j) whose scores agree (s_i < s_j), whatever the gate: it measures the data, not the loss.
@@ -105,14 +108,14 @@ class RAOELoss(nn.Module):
     """
 
     def __init__(
-        self, model: SentenceTransformer, tau: float = 20.0, interval: int = 2, w_rank: float = 1.0,
+        self, model: SentenceTransformer, tau: float = 20.0, interval: float = 2, w_rank: float = 1.0,
         w_angle: float = 1.0, gate: str = "both",
     ) -> None:
         super().__init__()
         if not tau > 0:
             raise UserError(f"RAOE's tau must be positive, got {tau}.")
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 0:
-            raise UserError(f"RAOE's interval is a number of ranks: a whole number >= 0, got {interval!r}.")
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not 0 <= interval < math.inf:
+            raise UserError(f"RAOE's interval is a number of ranks: a finite number >= 0, got {interval!r}.")
         if w_rank < 0 or w_angle < 0 or w_rank + w_angle == 0:
             raise UserError(f"RAOE's weights must be >= 0 and not both 0, got w_rank={w_rank}, w_angle={w_angle}.")
         if gate not in GATES:

@@ -32,7 +32,8 @@ def arms(data: Path, setup: Setup) -> list[Arm]:
 
 def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
     model = f"{setup.model_name} on STS-B test (paper: SynCSE BERT-base, average of 7 STS tasks)"
-    budget = f"{_steps(setup.quick)} steps of {LISTS_PER_STEP} lists, teacher = the model itself (paper: DiffCSE)"
+    budget = (f"{_steps(setup.quick)} steps of {LISTS_PER_STEP} lists (paper: one list per step), tau = 1, teacher "
+              "= the model itself (paper: DiffCSE)")
     before = outcomes[METHOD[0]].before
     out = [row("STS Spearman before post-training", BEFORE, before, "sts_spearman", model),
            row("SNLI test lists in exact order before (%)", None, before, "ordering_accuracy", scale=100)]

@@ -3,12 +3,15 @@
 - ``params``: the parameter schema every setting is described by (CLI flags, page widgets, validation, card):
   ``Param``.
 - ``recipe``: what one training objective declares (settings, knob, examples, loss, batch sampler, budget,
-  callbacks that may steer the loss, loss-curve phases, settings shown in run labels): ``Recipe``, ``MINING``.
+  callbacks that may steer the loss, loss-curve phases, settings shown in run labels, values derived from the
+  settings, the budget its paper reports): ``Recipe``, ``PaperBudget``, ``MINING``.
 - ``supervised``: the recipes on mined examples (triplet, contrastive, MNRL, cosine, CoSENT, AnglE):
   ``SUPERVISED``.
 - ``self_supervised``: the recipes on document pairs (crop, dropout): ``SELF_SUPERVISED``.
-- ``raoe``: the RAOE recipes (full, L_rank only, L_angle only) on pairs scored by a teacher: ``RAOE``,
-  ``ranked_pairs``, ``teacher_scores``, ``teacher_model``.
+- ``raoe``: the RAOE recipes (full, L_rank only, L_angle only) on pairs scored by a teacher (or the mean of
+  several), the rank margin given at the paper's batch and scaled to the run's: ``RAOE``, ``ranked_pairs``,
+  ``teacher_scores``, ``teacher_model``, ``teacher_names``, ``check_teacher``, ``self_distillation_note``,
+  ``effective_interval``, ``PAPER_BATCH``.
 - ``listmle``: ListMLE post-training on ranked lists with the teacher's nudged similarities as target:
   ``LISTMLE``, ``as_lists``, ``list_examples``.
 - ``mgh``: InfoNCE with one hard negative per anchor from four reference-cosine bands, scheduled by an order
@@ -26,7 +29,10 @@
   ``is_main``, ``local_rank``, ``rank_device``, ``backend``, ``init``, ``broadcast``,
   ``share_examples``, ``examples_digest``, ``training_ended``, ``log``, ``StopSync``, ``TIMEOUT``.
 - ``eta``: the whole-run ETA of a training run (remaining steps, the evaluations still to come, saving) from
-  what the run measured: ``RunEta``, ``EncodeShare``, ``save_seconds``.
+  what the run measured, and a planned run's from this machine's encoding rate: ``RunEta``, ``EncodeShare``,
+  ``save_seconds``, ``planned_seconds``, ``fmt_seconds``.
+- ``paper_budget``: the Train page's note where a recipe's default budget differs from its paper's, with the
+  paper budget's ETA on this machine: ``paper_budget_note``, ``paper_budget_note_for``.
 - ``top_layers``: training only the top n layers from the frozen part's cached output (the quick margin point's
   fast path): ``top_layers_view``, ``split_layer``, ``TopLayers``, ``supports_top_layers``, ``SUPPORTED``.
 - ``card``: the saved model card, led by what the run did, with sentence-transformers' card data filled:

@@ -17,6 +17,7 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from core.evaluation.headline import HEADLINE, Metric
 from core.models.ata import ATAPooling
 from core.training.config import TrainConfig
+from core.training.raoe import PAPER_BATCH, self_taught, teacher_names
 from core.training.recipes import get_recipe
 
 CLASSES_SHOWN = 12  # a corpus with more classes lists the first ones and a count
@@ -72,6 +73,7 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     corpus = result.get("corpus", {})
     before, after = result.get("before", {}), result.get("after", {})
     k = after.get("k", cfg.eval_k)
+    uniform = after.get("discount", cfg.discount) == "none"  # P@k / S@k's weighting, said where not the default
     settings = cfg.recipe_settings
     knob = recipe.knob_param
     lines = [
@@ -89,15 +91,23 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     others = [f"`{name}` = {value}" for name, value in settings.items() if knob is None or name != knob.name]
     if others:
         lines.append(f"- **Recipe settings:** {', '.join(others)}")
+    derived = recipe.derived(cfg)
+    if derived:
+        lines.append(f"- **Derived settings:** {', '.join(f'`{name}` = {value:g}' for name, value in derived.items())}"
+                     + (f" (I_eff: the interval I given at the paper's batch of {PAPER_BATCH}, scaled to this run's "
+                        "batch per process)" if "interval_eff" in derived else ""))
+    if "teacher" in settings:
+        lines.append(f"- **Teacher:** {_teacher_text(cfg)}")
     examples = result.get("examples", {})
     lines += [
         f"- **Examples:** {examples.get('examples', '?')} ({examples.get('format', recipe.example_format)})",
+        *([f"- **Loss:** {examples['loss']}"] if examples.get("loss") else []),  # a recipe's reduction, if it says
         f"- **Training:** {cfg.epochs} epoch(s), {_batch_text(cfg)}, lr {cfg.lr}, warm-up ratio "
         f"{cfg.warmup_ratio}, seed {cfg.seed}, pooling {cfg.pooling}, frozen: "
         + (f"all but the top {cfg.top_layers} layer(s), trained from the frozen part's cached output"
            if cfg.top_layers else f"{'embeddings + ' if cfg.freeze_embeddings else ''}{cfg.freeze_layers} layer(s)"),
         "",
-        f"| metric (k = {k}) | before | after | change |",
+        f"| metric (k = {k}{', no rank discount' if uniform else ''}) | before | after | change |",
         "|---|---|---|---|",
     ]
     for metric in HEADLINE:
@@ -110,6 +120,20 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
               "Reproduce with `python -m core train --config contrastlab_config.json` (the run's settings, saved "
               "beside this card).", ""]
     return "\n".join(lines)
+
+
+def _teacher_text(cfg: TrainConfig) -> str:
+    """Which model(s) gave the teacher's judgement (RAOE's s, ListMLE's similarities): several are averaged, and
+    the model the run starts from is self-distillation."""
+    if cfg.teacher == "score":
+        return "the pair corpus's own score column (s = the gold score)"
+    names = teacher_names(cfg.teacher)
+    shown = " and ".join(_code(cfg.reference or cfg.model) + " (the reference model)" if name == "reference"
+                         else _code(name) for name in names)
+    text = f"the mean cosine of {shown}" if len(names) > 1 else f"the cosine of {shown}"
+    same = self_taught(cfg.teacher, cfg.model, cfg.reference)
+    return text + (f"; {', '.join(map(_code, same))} is the model this run starts from (self-distillation)"
+                   if same else "")
 
 
 def _batch_text(cfg: TrainConfig) -> str:
@@ -154,7 +178,8 @@ def _corpus_text(summary: dict) -> str:
     and, for a labelled corpus, its classes."""
     target = summary.get("target_split", "test")
     if summary.get("kind") == "lists":
-        return f"{summary['lists_train']} train lists, {summary['lists_test']} {target} lists"
+        shape = f" {summary['shape']}" if summary.get("shape") else ""  # summaries before list shapes lack it
+        return f"{summary['lists_train']} train{shape} lists, {summary['lists_test']} {target}{shape} lists"
     rows = f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
     if summary.get("kind") == "pairs":
         return rows

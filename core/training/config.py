@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from core.errors import UserError, shorten
+from core.evaluation.headline import DISCOUNTS
 from core.models.loading import DEFAULT_MODEL, check_device, layer_count
 from core.training.params import Param
 from core.training.recipe import Recipe
@@ -17,6 +18,12 @@ from core.training.recipes import get_recipe, recipe_params
 
 POOLINGS = ("model", "mean", "cls", "max", "ata")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+LIST_SHAPES = {  # which rows of a list file have a known order (docs/definitions.md, ListMLE post-training)
+    "chain": "Each member is more related to the next one than to any later one, so every member is an anchor "
+             "whose members from it onward are in order (the paper's ranking sentences).",
+    "star": "Only the first member's row is ordered: the others are ranked by relatedness to it, not to each "
+            "other, so it is the one anchor (like NLI lists: premise, entailment, neutral, contradiction).",
+}
 MAX_NPROC = 64  # processes per node: more GPUs than any one machine holds
 MAX_NNODES = 1024
 
@@ -27,6 +34,9 @@ GENERAL: tuple[Param, ...] = (
     Param("split_col", str, None, "Split column", "Detected when not given.", optional=True),
     Param("drop_leaked", bool, False, "Drop leaked test texts", "Drop the test texts that are also training texts "
           "(exact, after trimming spaces) from the test split of a labelled corpus."),
+    Param("list_shape", str, "chain", "List shape", "What a list file's order states: 'chain' (every member an "
+          "anchor over the members after it) or 'star' (the first member the one anchor). Lists built from NLI pairs "
+          "or a labelled corpus are always star lists.", choices=tuple(LIST_SHAPES)),
     Param("model", str, DEFAULT_MODEL, "Model", "Local directory, packaged name or hub id."),
     Param("reference", str, None, "Reference model", "Frozen model for mining and S@k (default: the base model).",
           optional=True),
@@ -57,6 +67,9 @@ GENERAL: tuple[Param, ...] = (
           "evaluation curve. Each evaluation encodes the test and pool texts; the last step's point is the evaluation "
           "after training.", low=0, high=10**6),
     Param("eval_k", int, 16, "k", "Retrieval depth of P@k / S@k.", low=1, high=1000),
+    Param("discount", str, "linear", "Rank discount", "How P@k / S@k weight the k neighbours: linear (seed 000's "
+          "text) or none, each 1/k (its released code's default); see docs/definitions.md, P@k and S@k.",
+          choices=DISCOUNTS),
     Param("sts_corpus", str, None, "STS corpus", "A pair corpus (text1, text2, score) whose STS Spearman is reported "
           "before and after as well, e.g. what a labelled run did to general similarity.", optional=True),
     Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True,

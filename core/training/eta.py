@@ -15,6 +15,17 @@ SAVE_FIXED_S = 0.5  # tokenizer files, config and model card
 PACE_SHARE = 0.1  # an evaluation's own pace is trusted once this share of its texts is encoded
 
 
+def fmt_seconds(seconds: float | None) -> str:
+    """A duration as the pages and notes show it: seconds, minutes or hours, whichever reads best."""
+    if seconds is None:
+        return "–"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def save_seconds(weight_bytes: int) -> float:
     """Expected seconds to save a model whose weights take `weight_bytes`: saving is writing them once."""
     return SAVE_FIXED_S + max(weight_bytes, 0) / SAVE_BYTES_PER_S
@@ -167,3 +178,13 @@ class EncodeShare:
     @property
     def fraction(self) -> float:
         return min(self.done / self.total, 1.0) if self.total else 0.0
+
+
+def planned_seconds(steps: int, texts_per_step: int, eval_texts: int, rate: float, save_s: float = 0.0) -> float:
+    """Seconds a run of `steps` steps takes, before it starts, from this machine's encoding rate alone (texts per
+    second, core.models.rates): the evaluation before training, each step's texts forward and backward
+    (FORWARD_BACKWARD forward passes' worth, as RunEta counts a step before it measures one), the evaluation after
+    and saving. Training texts longer than the evaluated ones (crops of two long sentences) make it err short."""
+    eval_s = eval_texts / rate
+    eta = RunEta(total_steps=steps, eval_s=eval_s, step_s=texts_per_step * FORWARD_BACKWARD / rate, save_s=save_s)
+    return eval_s + eta.after_step(0)

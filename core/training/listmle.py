@@ -1,10 +1,10 @@
 """ListMLE post-training recipe (docs/definitions.md, ListMLE post-training; seed 003): a model learns the order of
 ranked lists, its target being a frozen teacher's similarities nudged toward each list's order by w.
 
-The lists come from the run's corpus (core.data.lists): a list file as it is, NLI pairs (premise; entailment >
-neutral > contradiction > another premise's hypothesis) or a labelled corpus (same-label neighbours before
-other-label neighbours of the reference model). Their order never comes from the teacher, which would make the
-method self-distillation.
+The lists come from the run's corpus (core.data.lists): a list file as it is (a chain list unless list_shape says
+star), NLI pairs (premise; entailment > neutral > contradiction > another premise's hypothesis) or a labelled corpus
+(same-label neighbours before other-label neighbours of the reference model), both star lists. Their order never
+comes from the teacher, which would make the method self-distillation.
 
 Data, models and the loss are imported inside the functions: the recipe registry is read by the CLI and the pages
 before any training.
@@ -17,7 +17,7 @@ import numpy as np
 from core.errors import UserError
 from core.training.examples import Progress
 from core.training.params import Param
-from core.training.raoe import teacher_model
+from core.training.raoe import check_teacher, teacher_model, teacher_names
 from core.training.recipe import Recipe
 
 TARGETS = ("nudged", "order")
@@ -35,7 +35,8 @@ def list_needs(cfg, corpus) -> str | None:
 
 def as_lists(cfg, corpus, reference, progress: Progress | None = None):
     """The run's corpus as ranked lists: a list corpus as it is, NLI lists of a pair corpus, neighbour lists of a
-    labelled corpus (up to cfg.examples anchors from the train sample the evaluation encodes)."""
+    labelled corpus (up to cfg.examples anchors from the train sample the evaluation encodes); its shape is the
+    list file's list_shape, star for the lists built here."""
     from core.data.lists import neighbour_lists, nli_lists
     from core.evaluation.evaluate import EvalSettings, eval_sets
 
@@ -47,19 +48,20 @@ def as_lists(cfg, corpus, reference, progress: Progress | None = None):
     return neighbour_lists(corpus, reference, cfg.list_size, cfg.examples, cfg.seed, progress, train_rows=sample)
 
 
-def targets_for(cfg, phi: np.ndarray) -> np.ndarray:
-    """phihat for one list from the teacher's similarities phi (members in list order)."""
+def targets_for(cfg, phi: np.ndarray, shape: str) -> np.ndarray:
+    """phihat for one list of this shape from the teacher's similarities phi (members in list order)."""
     from core.losses.listmle import nudged_targets, order_targets
 
-    return order_targets(len(phi)) if cfg.target == "order" else nudged_targets(phi, cfg.w)
+    return order_targets(len(phi)) if cfg.target == "order" else nudged_targets(phi, cfg.w, shape)
 
 
 def list_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None = None):
-    """(Dataset with one text column per list member, m0 = the anchor, and label = phihat + mask, stats), the
-    training lists subsampled to cfg.examples (seed)."""
+    """(Dataset with one text column per list member, m0 first, and label = phihat + presence mask + anchor mask
+    (pack_label), stats), the training lists subsampled to cfg.examples (seed)."""
     from datasets import Dataset
 
     from core.data.mining import unit_rows
+    from core.evaluation.ordering import in_order, ordered_rows
     from core.losses.listmle import pack_label
     from core.models.encode import encode_cached
 
@@ -73,27 +75,30 @@ def list_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None =
         rows = np.sort(np.random.default_rng(cfg.seed).choice(len(rows), cfg.examples, replace=False))
     chosen = [split.lists[i] for i in rows]
     texts = list(dict.fromkeys(t for members in chosen for t in members))
-    emb = encode_cached(teacher_model(cfg, reference), texts, progress=progress)
-    emb = unit_rows(emb)
+    teachers = [unit_rows(encode_cached(teacher_model(cfg, reference, name), texts, progress=progress))
+                for name in teacher_names(cfg.teacher)]  # several teachers: the mean of their cosines, as RAOE's
     position = {t: i for i, t in enumerate(texts)}
     size = max(len(members) for members in chosen)
     columns: dict[str, list] = {f"m{i}": [] for i in range(size)}
     columns["label"] = []
     agree, nudged, preview = 0, 0, None
     for members in chosen:
-        vectors = emb[[position[t] for t in members]]
-        phi = vectors @ vectors.T
-        targets = targets_for(cfg, phi)
-        agree += bool(np.all(np.diff(phi[0, 1:]) < 0))
-        nudged += bool(np.all(np.diff(targets[0, 1:]) < 0))
+        at = [position[t] for t in members]
+        phi = np.mean([emb[at] @ emb[at].T for emb in teachers], axis=0)
+        targets = targets_for(cfg, phi, lists.shape)
+        agree += in_order(ordered_rows(phi, lists.shape))  # on the rows the ordering metrics score
+        nudged += in_order(ordered_rows(targets, lists.shape))
         for i in range(size):
             columns[f"m{i}"].append(members[i] if i < len(members) else "")
-        columns["label"].append(pack_label(targets, size))
+        columns["label"].append(pack_label(targets, size, lists.shape))
         if preview is None:
             preview = list_preview(members, phi, targets)
-    stats = {"format": "ranked lists", "source": lists.report.source, "teacher": cfg.teacher, "target": cfg.target,
-             "examples": len(chosen), "list_size": [min(map(len, chosen)), size],
+    stats = {"format": "ranked lists", "source": lists.report.source, "shape": lists.shape, "teacher": cfg.teacher,
+             "target": cfg.target, "examples": len(chosen), "list_size": [min(map(len, chosen)), size],
              "teacher_in_order": round(agree / len(chosen), 4), "target_in_order": round(nudged / len(chosen), 4),
+             "loss": f"ListMLE on {lists.shape} lists, summed over each list's anchors ("
+                     + ("every member" if lists.shape == "chain" else "its first member only")
+                     + ") and averaged over the lists of a batch",
              "preview": preview}
     return Dataset.from_dict(columns), stats
 
@@ -121,9 +126,11 @@ W = Param("w", float, 0.5, "Nudge weight w", "How far the teacher's similarities
 TARGET = Param("target", str, "nudged", "Target order", "'nudged': the teacher's similarities nudged toward the "
                "list order by w; 'order': the list order alone (ablation).", choices=TARGETS)
 TEACHER = Param("teacher", str, "reference", "Teacher", "The frozen model whose similarities are nudged: "
-                "'reference' (the reference model) or a model name or folder.")
-TAU = Param("tau", float, 0.05, "Temperature tau", "Cosines are divided by tau before ListMLE.", low=0.0,
-            low_open=True, high=10.0, step=0.01)
+                "'reference' (the reference model) or a model name or folder; several, separated by commas, average "
+                "their cosines.", check=check_teacher)
+TAU = Param("tau", float, 1.0, "Temperature tau", "Cosines are divided by tau before ListMLE; 1 is the paper's (it has "
+            "no temperature), a smaller tau such as 0.05 sharpens them.", low=0.0, low_open=True, high=10.0,
+            step=0.01)
 LIST_SIZE = Param("list_size", int, 8, "List size", "On a labelled corpus: members after each anchor, its "
                   "list_size // 2 nearest same-label texts, then its nearest other-label texts.", low=2, high=63)
 

@@ -109,7 +109,8 @@ MGH = [
     Recipe("mgh", "Multi-granularity hard negatives (curriculum)", "banded",
            _loss, knob="margin", examples=banded_examples, batch_sampler="no_duplicates",
            params=(knob("margin", "Scale", 20.0, (5.0, 10.0, 20.0, 50.0),
-                        "InfoNCE scale (1 / temperature); seed 004 uses 20."),
+                        "InfoNCE scale (1 / temperature). Seed 004 gives none; 20 (temperature 0.05) is "
+                        "sentence-transformers' MultipleNegativesRankingLoss default and SimCSE's temperature."),
                    ORDER, BAND_EDGES,
                    Param("mine_k", int, 5, "Positives (k)", "Nearest same-label texts per anchor at cosine >= the "
                          "threshold; each gives one row with the anchor's four band negatives.", low=1, high=100),

@@ -8,8 +8,13 @@ Where the pairs come from:
 - a labelled corpus: pairs mined with the frozen reference model (core.data.mining's contrastive format), l = 0 for
   a same-label pair and 1 for an other-label pair.
 
-The teacher gives s: the frozen reference model's cosine (default), another model's cosine, or the pair corpus's
-own score column; any model stronger than the student can be named, so s need not be self-distillation.
+The teacher gives s: the frozen reference model's cosine (default), another model's cosine, the mean cosine of
+several models ('a,b', as seed 001 averages two teachers), or the pair corpus's own score column. The paper's
+teachers are stronger than the student; the reference model the run starts from as teacher is self-distillation,
+which the Train page and the CLI say (self_distillation_note).
+
+The rank margin I is given at the paper's batch of 512 and scaled to the run's (effective_interval): it is in rank
+units, so the same I leaves out a larger share of a smaller batch's ordered pairs.
 
 Data, models and the loss are imported inside the functions: they load torch, FAISS and scikit-learn, and the
 recipe registry that lists these recipes is read by the CLI and the pages before any training.
@@ -17,15 +22,97 @@ recipe registry that lists these recipes is read by the CLI and the pages before
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from core.errors import UserError
+from core.errors import UserError, shorten
 from core.training.examples import Progress, mine_train_sample
 from core.training.params import Param
 from core.training.recipe import MINING, Recipe
 
 TEACHER_HELP = ("Where the score s comes from: 'reference' (the frozen reference model's cosine), 'score' (the pair "
-                "corpus's own score column), or a model name or folder whose cosine is used.")
+                "corpus's own score column), or a model name or folder whose cosine is used; several, separated by "
+                "commas, average their cosines (the paper averages two teachers stronger than the student).")
+PAPER_BATCH = 512  # seed 001's batch: the rank margin I is given at it
+
+
+def effective_interval(interval: int, batch_size: int) -> float:
+    """I_eff = I x B / 512, the rank margin L_rank uses at a batch of B pairs. I is in rank units, so unscaled it
+    would leave out a larger share of a smaller batch's ordered pairs (I = 2: ~0.8% at 512, ~12% at 32); scaled,
+    about the paper's share (none where I_eff < 1). B is the batch one process ranks: under DDP each process computes
+    the loss on its own batch_size pairs (nothing is gathered across processes), so the per-process batch, not the
+    effective one. I_eff stays fractional: rank differences are whole numbers, so r_j - r_i > I_eff compares
+    exactly."""
+    return interval * batch_size / PAPER_BATCH
+
+
+def interval_text(interval: int, batch_size: int) -> str:
+    """I_eff as the Train page shows it, with how it came about and, below 1, what it leaves L_rank."""
+    scaled = effective_interval(interval, batch_size)
+    return (f"I_eff = {interval} x {batch_size} / {PAPER_BATCH} = {scaled:g} ranks: I is given at the paper's batch "
+            f"of {PAPER_BATCH} and scaled to this run's batch of {batch_size} pairs per process"
+            + ("; below 1, every ordered pair enters L_rank." if scaled < 1 else "."))
+
+
+def interval_derived(cfg) -> dict:
+    """I_eff and the batch it is scaled to, for the run's summary and the model card."""
+    return {"interval_eff": effective_interval(cfg.interval, cfg.batch_size), "interval_batch": cfg.batch_size}
+
+
+def teacher_names(teacher: str) -> list[str]:
+    """The teachers a teacher setting names: 'a,b' averages a's and b's cosines."""
+    return [name.strip() for name in teacher.split(",")]
+
+
+def check_teacher(value: str) -> str:
+    """A teacher setting normalised ('a, b' -> 'a,b'), or one line saying what is wrong: an empty name, a teacher
+    named twice (it would weigh double in the mean), 'score' among models (a gold column is not averaged with
+    cosines), or a file where a model is meant (a score CSV belongs in the corpus). Names are resolved to models
+    where the corpus is checked (core.cli)."""
+    names = teacher_names(value)
+    if "" in names:
+        raise UserError(f"teacher {shorten(value)} has an empty name: give one teacher, or several separated by "
+                        "commas (e.g. reference,models/all-mpnet-base-v2).")
+    twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if twice is not None:
+        raise UserError(f"teacher {shorten(twice)} is named twice in {shorten(value)}; name each teacher once.")
+    if "score" in names and len(names) > 1:
+        raise UserError(f"teacher 'score' (the pair corpus's own score column) cannot be averaged with models, got "
+                        f"{shorten(value)}; give 'score' alone or only models.")
+    file = next((name for name in names if Path(name).expanduser().is_file()), None)
+    if file is not None:
+        raise UserError(f"teacher {shorten(file)} is a file, not a model: a teacher is 'reference', 'score' (the "
+                        "pair corpus's own score column) or a model name or folder.")
+    return ",".join(names)
+
+
+def _same_model(a: str, b: str) -> bool:
+    """Whether two model names resolve to the same model; a name that resolves to none is refused elsewhere."""
+    from core.models.loading import resolve_model
+
+    try:
+        return resolve_model(a) == resolve_model(b)
+    except UserError:
+        return False
+
+
+def self_taught(teacher: str, model: str, reference: str | None) -> list[str]:
+    """The teachers that are the model the run starts from ('reference' when the reference model is it)."""
+    return [name for name in teacher_names(teacher) if name != "score"
+            and _same_model(reference or model if name == "reference" else name, model)]
+
+
+def self_distillation_note(teacher: str, model: str, reference: str | None) -> str | None:
+    """One line where a teacher is the model the run starts from, None otherwise: the papers' teachers are other,
+    stronger models (RAOE's two, ListMLE's DiffCSE), so s from the student's own start is self-distillation."""
+    same = self_taught(teacher, model, reference)
+    if not same:
+        return None
+    part = "" if len(same) == len(teacher_names(teacher)) else "partly "
+    return (f"teacher {', '.join(same)} is {model}, the model this run starts from: {part}self-distillation (the "
+            "papers' teachers are other, stronger models); for another, run `make mpnet` and set teacher to "
+            "models/all-mpnet-base-v2, or to any model folder.")
 
 
 def teacher_needs(cfg, corpus) -> str | None:
@@ -35,30 +122,36 @@ def teacher_needs(cfg, corpus) -> str | None:
     return None
 
 
-def teacher_model(cfg, reference):
-    """The frozen model whose cosine is the teacher's judgement: the reference model, or the one cfg.teacher names."""
+def teacher_model(cfg, reference, name: str | None = None):
+    """The frozen model whose cosine is the teacher's judgement: the reference model, or the one `name` (default:
+    cfg.teacher, a single teacher) names."""
     from core.models.loading import load_model
 
-    if cfg.teacher == "reference":
+    name = cfg.teacher if name is None else name
+    if name == "reference":
         return reference
-    teacher = load_model(cfg.teacher, cfg.device)
+    teacher = load_model(name, cfg.device)
     teacher.requires_grad_(False)
     return teacher
 
 
 def teacher_scores(cfg, reference, text1: list[str], text2: list[str], gold: np.ndarray | None,
                    progress: Progress | None = None) -> np.ndarray:
-    """s for each pair: the gold score, or the teacher model's cosine (its embeddings come from the disk cache)."""
+    """s for each pair: the gold score, or the teacher's cosine, the mean over several teachers (their embeddings
+    come from the disk cache)."""
     from core.models.encode import encode_cached
 
     if cfg.teacher == "score":
         return gold.astype(np.float64)
-    teacher = teacher_model(cfg, reference)
-    a = encode_cached(teacher, text1, progress=progress)
-    b = encode_cached(teacher, text2, progress=progress)
-    a = a / np.clip(np.linalg.norm(a, axis=1, keepdims=True), 1e-12, None)
-    b = b / np.clip(np.linalg.norm(b, axis=1, keepdims=True), 1e-12, None)
-    return (a * b).sum(axis=1).astype(np.float64)
+    cosines = []
+    for name in teacher_names(cfg.teacher):
+        teacher = teacher_model(cfg, reference, name)
+        a = encode_cached(teacher, text1, progress=progress)
+        b = encode_cached(teacher, text2, progress=progress)
+        a = a / np.clip(np.linalg.norm(a, axis=1, keepdims=True), 1e-12, None)
+        b = b / np.clip(np.linalg.norm(b, axis=1, keepdims=True), 1e-12, None)
+        cosines.append((a * b).sum(axis=1))
+    return np.mean(cosines, axis=0).astype(np.float64)
 
 
 def ranked_pairs(cfg, corpus, reference, _fmt: str, progress: Progress | None = None):
@@ -108,15 +201,18 @@ def _loss(**fixed: float | str):
 
         settings = {name: fixed[name] if name in fixed else getattr(cfg, name)
                     for name in ("tau", "interval", "w_rank", "w_angle", "gate")}
+        settings["interval"] = effective_interval(settings["interval"], cfg.batch_size)
         return RAOELoss(model, **settings)
     return build
 
 
-TEACHER = Param("teacher", str, "reference", "Teacher", TEACHER_HELP)
+TEACHER = Param("teacher", str, "reference", "Teacher", TEACHER_HELP, check=check_teacher)
 TAU = Param("tau", float, 20.0, "Scale tau", "Sharpness of both terms (1 / temperature); CoSENT's scale.",
             low=0.0, low_open=True, high=1000.0)
 INTERVAL = Param("interval", int, 2, "Rank margin I", "A pair enters L_rank only with a pair more than I ranks "
-                 "above it (rank units: its effect grows with the batch size).", low=0, high=10_000,
+                 f"above it. I is given at the paper's batch of {PAPER_BATCH} and scaled to the run's, I_eff = I x "
+                 f"batch / {PAPER_BATCH}: in rank units the same I would leave out a larger share of a smaller "
+                 "batch (I = 2: ~0.8% of the ordered pairs at 512, ~12% at 32).", low=0, high=10_000,
                  presets=(0, 1, 2, 4, 8))
 W_RANK = Param("w_rank", float, 1.0, "Weight of L_rank", "Weight of the rank-margin term on the cosine.",
                low=0.0, high=100.0)
@@ -130,10 +226,10 @@ _KINDS = ("labelled", "pairs")
 RAOE = [
     Recipe("raoe", "RAOE (rank-margin + gated angle)", "ranked pairs", _loss(), examples=ranked_pairs,
            knob="interval", params=(INTERVAL, TEACHER, TAU, W_RANK, W_ANGLE, GATE, *MINING), kinds=_KINDS,
-           needs=teacher_needs),
+           needs=teacher_needs, derived=interval_derived),
     Recipe("raoe_rank", "RAOE ablation: L_rank only", "ranked pairs", _loss(w_rank=1.0, w_angle=0.0, gate="both"),
            examples=ranked_pairs, knob="interval", params=(INTERVAL, TEACHER, TAU, *MINING), kinds=_KINDS,
-           needs=teacher_needs),
+           needs=teacher_needs, derived=interval_derived),
     Recipe("raoe_angle", "RAOE ablation: L_angle only", "ranked pairs",
            _loss(interval=0, w_rank=0.0, w_angle=1.0, gate="both"), examples=ranked_pairs,
            params=(TEACHER, TAU, *MINING), kinds=_KINDS, needs=teacher_needs),

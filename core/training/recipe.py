@@ -24,12 +24,28 @@ def no_needs(_cfg, _corpus) -> None:
     return None
 
 
+def no_derived(_cfg) -> dict:
+    return {}
+
+
 def needs_scores(cfg, corpus) -> str | None:
     """On a pair corpus the cosine-format recipes train on its score column."""
     if corpus.kind == "pairs" and corpus.columns.score is None:
         return (f"{cfg.recipe} on a pair corpus trains on its score column, which {corpus.name} lacks; use a RAOE "
                 "recipe with a teacher model.")
     return None
+
+
+@dataclass(frozen=True)
+class PaperBudget:
+    """The training budget a recipe's paper reports. Declared where the recipe's default budget is smaller (a run
+    should take minutes on a CPU), so the Train page can say so and what the paper's budget would take here
+    (core.training.paper_budget)."""
+
+    steps: int  # optimiser steps (batches)
+    batch_size: int
+    source: str  # one line: which paper, and why this budget
+    texts_per_example: int = 2  # texts one example puts through the model in a step (a pair: 2), for its ETA
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class Recipe:
     examples: Callable = mined_examples  # (cfg, corpus, reference, format, progress) -> (Dataset, stats)
     batch_sampler: str = "batch_sampler"  # a sentence_transformers BatchSamplers value
     budget: dict = field(default_factory=dict)  # general settings whose default differs for this recipe
+    paper_budget: PaperBudget | None = None  # the budget its paper reports, shown where the default differs
     callbacks: Callable = no_callbacks  # (cfg, loss) -> extra transformers TrainerCallbacks (they may steer the loss)
     phases: Callable = no_phases  # (cfg, total_steps) -> [{"step", "label"}]: where the loss curve marks a change
     shown: tuple[str, ...] = ()  # settings named in run labels beside the knob (e.g. a curriculum's order)
@@ -51,6 +68,8 @@ class Recipe:
     needs: Callable = no_needs  # (cfg, corpus) -> a sentence saying what the corpus lacks for this run, or None
     lists: Callable | None = None  # (cfg, corpus, reference, progress) -> the ListCorpus a list recipe learns from;
     # its target lists' ordering metrics are reported before and after
+    derived: Callable = no_derived  # (cfg) -> {name: value} the loss takes from the settings (RAOE's I_eff): kept in
+    # the run's summary and listed on the model card
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

@@ -321,7 +321,7 @@ def load_run_corpus(cfg: TrainConfig):
     """The run's corpus as its config names it, checked against its recipe: one home for how a run reads its data
     (the run itself, and a sweep on Ray mining for its points)."""
     corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
-                      drop_leaked=cfg.drop_leaked)
+                      drop_leaked=cfg.drop_leaked, list_shape=cfg.list_shape)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
     return corpus
 
@@ -372,7 +372,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     else:
         reference = load_model(cfg.reference, _device(cfg))
     reference.requires_grad_(False)
-    settings = EvalSettings(k=cfg.eval_k)
+    settings = EvalSettings(k=cfg.eval_k, discount=cfg.discount)
 
     if recipe.lists is not None:
         phase("building lists")
@@ -452,6 +452,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         "steps": int(train_out.global_step),
         "world_size": cfg.world_size,
         "effective_batch_size": cfg.effective_batch_size,
+        **({"derived": derived} if (derived := recipe.derived(cfg)) else {}),
         "timings": {k: round(v, 2) for k, v in timings.items()},
         "corpus": {**corpus.summary(), **({"name": corpus_name} if corpus_name else {})},
         **({"lists": lists.summary()} if lists is not None and lists is not corpus else {}),
