@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bench.common import DATA, Options, header, line, load_note, ratio
 
-STEPS = 40  # optimiser steps of 16 lists per arm (the reproduction's full budget is 150; 9 arms of it take ~1.5 h)
+STEPS = 30  # optimiser steps of 16 lists per arm (the reproduction's full budget is 150; 9 arms of it take ~1.5 h)
 QUICK_STEPS = 4
 WS = (0.0, 0.5, 0.7, 2.0)
 TAUS = (1.0, 0.05)
