@@ -27,8 +27,9 @@ from core.reproduce import EXPERIMENTS
 from core.reproduce.report import help_text as reproduction_help
 from core.reproduce.report import table_text
 from core.runs.labels import knob_value, shown_text
-from core.runs.store import RunStore
+from core.runs.store import PARENT_KINDS, RunStore
 from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, for_recipe
+from core.training.eta import fmt_seconds
 from core.training.params import Param
 from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import RECIPES, get_recipe, recipe_params
@@ -316,6 +317,19 @@ def _check_inputs(cfg):
     return corpus
 
 
+def progress_run(store, run) -> tuple[object, str]:
+    """(the run whose progress the bar shows, a prefix for its phase): a sweep's or reproduction's current child
+    while one trains, so its steps and time left show, not just "configuration 2/4"; else the run itself."""
+    child_id = run.progress.get("current_run")
+    if run.kind not in PARENT_KINDS or not run.active or not child_id:
+        return run, ""
+    try:
+        child = store.get(child_id)
+    except UserError:  # deleted meanwhile: the parent's own phase still says where it is
+        return run, ""
+    return (child, f"{run.progress.get('phase')} · ") if child.active else (run, "")
+
+
 def follow(store, run_id: str, start: bool = True) -> object:
     """Start the run's worker process (unless `start` is False: it was started already) and show its progress
     until it ends (a dead worker ends it as failed, see launch.poll); Ctrl-C cancels it."""
@@ -325,17 +339,21 @@ def follow(store, run_id: str, start: bool = True) -> object:
     try:
         while True:
             run = launch.poll(store, run_id)
-            prog = run.progress
-            if prog.get("phase") != phase:
+            shown, prefix = progress_run(store, run)
+            prog = shown.progress
+            if prefix + (prog.get("phase") or "") != phase:
                 if bar is not None:
                     bar.close()
-                phase = prog.get("phase")
+                phase = prefix + (prog.get("phase") or "")
                 bar = tqdm(total=prog.get("total") or 0, desc=phase, file=sys.stderr, leave=False)
             if bar is not None and prog.get("total"):
                 bar.total = prog["total"]
                 bar.n = prog.get("step", 0)
-                loss = run.losses[-1]["loss"] if run.losses else None
-                bar.set_postfix_str(f"loss {loss:.4f}" if loss is not None else "", refresh=True)
+                loss = shown.losses[-1]["loss"] if shown.losses else None
+                bar.set_postfix_str(", ".join(
+                    ([f"loss {loss:.4f}"] if loss is not None else [])
+                    + ([f"about {fmt_seconds(max(prog['eta_s'], 1))} left"] if prog.get("eta_s") is not None
+                       else [])), refresh=True)
             if run.status in ("done", "failed", "cancelled"):
                 return run
             time.sleep(0.5)

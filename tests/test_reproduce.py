@@ -130,3 +130,22 @@ def test_the_page_starts_a_reproduction_in_the_background(stsb_dir, tiny_model_d
                                                   "model": str(tiny_model_dir)}
     next(b for b in at.button if b.label == "Run listmle").click().run()  # its files are not in the folder
     assert [e.value for e in at.error] and "needs snli.csv" in at.error[0].value
+
+
+def test_the_cli_bar_follows_the_arm_that_trains():
+    from core.cli import progress_run
+
+    store = RunStore()
+    parent = store.create("reproduce", {"name": "raoe"})
+    child = store.create("train", {"recipe": "cosent"}, sweep_id=parent)
+    store.claim(parent, os.getpid())
+    store.mark_running(parent, os.getpid())
+    assert progress_run(store, store.get(parent)) == (store.get(parent), "")  # no arm yet
+    store.set_progress(parent, phase="arm 1/3: CoSENT", current_run=child)
+    store.claim(child, os.getpid())
+    store.mark_running(child, os.getpid())
+    store.set_progress(child, phase="training", step=3, total=10, eta_s=12.0)
+    shown, prefix = progress_run(store, store.get(parent))
+    assert shown.id == child and prefix == "arm 1/3: CoSENT · " and shown.progress["eta_s"] == 12.0
+    store.mark_done(child)
+    assert progress_run(store, store.get(parent))[0].id == parent  # between arms: the parent's own phase
