@@ -30,6 +30,7 @@ GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
 ENGINES = ("Local", "Ray")
 PREVIEW_ROWS = 20
+EXAMPLE_COLUMNS = 4  # settings per row in the examples box: more squeeze their labels onto two lines
 BUDGET = (("epochs", "batch_size", "lr", "warmup_ratio"), ("seed", "max_steps", "eval_every", "pooling"),
           ("freeze_layers", "top_layers", "precision", "freeze_embeddings"))
 KEYS = {"mine_k": "k", "batch_size": "batch", "warmup_ratio": "warmup", "documents": "docs"}  # widget keys kept
@@ -125,11 +126,12 @@ def choose_examples(recipe: Recipe, kind: str) -> dict:
               and not (kind == "pairs" and p in MINING) and not (kind != "labelled" and p is LIST_SIZE)]
     fields = {p.name: widget(p, key_of(p.name, recipe), p.default) for p in params if p.file}
     numbers = [p for p in params if not p.file]
-    columns = st.columns(len(numbers) + 1)
+    per_row = EXAMPLE_COLUMNS if len(numbers) + 1 > EXAMPLE_COLUMNS else len(numbers) + 1
+    columns = [col for start in range(0, len(numbers) + 1, per_row) for col in st.columns(per_row)]
     fields |= {p.name: widget(p, key_of(p.name, recipe), p.default, col) for p, col in zip(numbers, columns)}
     examples = GENERAL_PARAMS["examples"]
     fields["examples"] = widget(examples, "pairs" if recipe.self_supervised else "examples",
-                                general_default("examples", recipe), columns[-1],
+                                general_default("examples", recipe), columns[len(numbers)],
                                 "Pairs (N)" if recipe.self_supervised else "Lists (N)" if recipe.lists
                                 else examples.label)
     return fields
