@@ -210,8 +210,8 @@ def run(opts: Options) -> None:
          f"{'yes' if abs(full['spearman'] - rank['spearman']) < 1e-6 and full['loss'] == rank['loss'] else 'NO'} "
          f"(no pair is label-ordered, so L_angle gates none)")
     cosent_like = abs(rank["spearman"] - cosent["spearman"]) < 1e-6
-    line("L_rank at I_eff < 1 = CoSENT", f"{'yes' if cosent_like else 'NO'} (every ordered pair enters L_rank, as in "
-                                         "CoSENT with scale 20 on the same s)")
+    line("L_rank at I_eff < 1 = CoSENT", f"{'yes' if cosent_like else 'no'} (equal only without tied scores: RAOE "
+                                         "ranks tied s by position, CoSENT leaves tied pairs out)")
 
     stage1 = results[(1, "RAOE full")]
     share = stage1["stats"]["gated_share"]

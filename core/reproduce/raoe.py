@@ -29,7 +29,8 @@ def _stage2_text(config: dict, setup: Setup) -> str:
     i_eff = effective_interval(config["interval"], config["batch_size"])
     return (f"; from {setup.model_name} (paper: from its stage-1 RAOE model, 87.59); I_eff = {config['interval']} x "
             f"{config['batch_size']} / {PAPER_BATCH} = {i_eff:g}"
-            + (", so L_rank orders every pair as CoSENT does" if i_eff < 1 else ""))
+            + (", so L_rank keeps every ordered pair (CoSENT's, plus tied scores ordered by position)"
+               if i_eff < 1 else ""))
 
 
 def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
