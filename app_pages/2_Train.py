@@ -249,7 +249,7 @@ def show_band_preview(stats: dict) -> None:
                     help=f"Mean reference cosine of the rows' N{band} negatives, drawn among the anchor's other-label "
                          f"texts of cosine rank {rank}.")
     st.markdown("**One anchor**: its positive and its four negatives")
-    st.dataframe(band_preview_frame(stats), hide_index=True)
+    st.dataframe(band_preview_frame(stats, corpus), hide_index=True)
     st.caption(f"Every row keeps one negative per band of the reference model's cosine rank among texts of other "
                f"labels (N1 = ranks {ranks[0]}, hardest, to N4 = ranks {ranks[-1]}, easiest); each training step "
                f"trains on the band the order ('{stats['order']}') picks for it. See Definitions.")

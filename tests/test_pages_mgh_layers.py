@@ -112,7 +112,9 @@ def test_mgh_preview_shows_band_cards_and_one_anchor_with_its_negatives(app):
     assert "Available" not in cards  # not the generic mined-examples cards
     (table,) = at.dataframe
     frame = table.value
-    assert list(frame.columns) == ["role", "ranks", "text", "reference cosine"]
+    assert list(frame.columns) == ["role", "ranks", "text", "label", "reference cosine"]
+    labels = frame["label"].tolist()
+    assert all(labels) and labels[0] == labels[1] and labels[0] not in labels[2:]  # negatives: other labels
     assert list(frame["role"]) == ["anchor", "positive", "N1", "N2", "N3", "N4"]
     assert list(frame["ranks"]) == ["", "", "1", "2", "3", "4"]
     shown = frame["reference cosine"].tolist()

@@ -90,16 +90,20 @@ def with_text_labels(frame: pd.DataFrame, corpus: Corpus) -> pd.DataFrame:
     so the preview shows which texts share a class. The texts are training texts; one the corpus holds under
     several labels shows them all ("a / b")."""
     columns = [c for c in EXAMPLE_TEXTS if c in frame.columns]
-    shown = set(frame[columns].to_numpy().ravel().tolist())
-    labels: dict[str, set[str]] = {}
-    for text, code in zip(corpus.train_texts, corpus.train_labels.tolist()):
-        if text in shown:
-            labels.setdefault(text, set()).add(corpus.classes[code])
-    named = {text: " / ".join(sorted(classes)) for text, classes in labels.items()}
+    named = text_labels(set(frame[columns].to_numpy().ravel().tolist()), corpus)
     out = frame.copy()
     for col in columns:
         out.insert(out.columns.get_loc(col) + 1, f"{col} label", frame[col].map(named))
     return out
+
+
+def text_labels(texts: set[str], corpus: Corpus) -> dict[str, str]:
+    """Each of `texts` (training texts) with its label, "a / b" for a text the corpus holds under several."""
+    labels: dict[str, set[str]] = {}
+    for text, code in zip(corpus.train_texts, corpus.train_labels.tolist()):
+        if text in texts:
+            labels.setdefault(text, set()).add(corpus.classes[code])
+    return {text: " / ".join(sorted(classes)) for text, classes in labels.items()}
 
 
 def list_summary(corpus: ListCorpus) -> str:
@@ -136,14 +140,17 @@ def band_ranks(edges: list[int]) -> list[str]:
     return [f"{start + 1}–{stop}" if stop > start + 1 else f"{stop}" for start, stop in zip([0, *edges[:-1]], edges)]
 
 
-def band_preview_frame(stats: dict) -> pd.DataFrame:
+def band_preview_frame(stats: dict, corpus: Corpus) -> pd.DataFrame:
     """The multi-granularity recipe's preview of one anchor (core.training.mgh): the anchor, its positive and its
-    four band negatives N1..N4, each with the ranks its band covers and its reference cosine to the anchor (as text,
-    so the anchor's and positive's empty cells read blank rather than "None")."""
+    four band negatives N1..N4, each with its label (the negatives' differ from the anchor's), the ranks its band
+    covers and its reference cosine to the anchor (as text, so the anchor's and positive's empty cells read blank
+    rather than "None")."""
     ranks = dict(zip((f"N{b}" for b in range(1, len(stats["edges"]) + 1)), band_ranks(stats["edges"])))
+    labels = text_labels({row["text"] for row in stats["preview"]}, corpus)
     return pd.DataFrame({
         "role": [row["role"] for row in stats["preview"]],
         "ranks": [ranks.get(row["role"], "") for row in stats["preview"]],
         "text": [row["text"] for row in stats["preview"]],
+        "label": [labels.get(row["text"], "") for row in stats["preview"]],
         "reference cosine": ["" if row["cosine"] is None else f"{row['cosine']:.3f}" for row in stats["preview"]],
     })
