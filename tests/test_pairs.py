@@ -233,3 +233,46 @@ def test_real_snli_counts_per_split():
     assert (len(corpus.train), len(corpus.test), corpus.target_split) == (9842, 9824, "test")
     assert any("validation rows train" in w for w in corpus.report.warnings)
     assert corpus.report.label_counts == {"entailment": 6697, "neutral": 6454, "contradiction": 6515}
+
+
+# ---------------------------------------------------------------- pairs that cannot mean what they say (issue 26)
+
+
+def test_an_empty_second_text_column_is_called_empty_not_numbers(tmp_path):
+    df = table(40)
+    df["text2"] = None
+    one_line_error(df, "Column 'text2' is empty: no row has a text in it.")
+    path = write(tmp_path, df)  # read back from a file, where pandas makes the empty column float NaN
+    with pytest.raises(UserError, match="Column 'text2' is empty"):
+        load_pairs(path)
+
+
+def test_rows_dropped_for_an_empty_text_are_said_with_their_counts():
+    df = table(80)
+    df.loc[df.index % 2 == 0, "text2"] = ""
+    corpus = pairs_of(df)
+    assert corpus.report.rows_kept == 40
+    assert "40 of 80 rows dropped because a text is empty (0 in 'text1', 40 in 'text2')." in corpus.report.warnings
+
+
+def test_a_target_split_of_identical_texts_is_refused_and_some_are_counted():
+    df = table(40)
+    df["text2"] = df["text1"]
+    one_line_error(df, "have two identical texts, whose cosine is 1 under any model")
+    few = table(40)
+    few.loc[:2, "text2"] = few.loc[:2, "text1"]
+    assert "3 pairs have two identical texts (cosine 1 under any model)." in pairs_of(few).report.warnings
+
+
+@pytest.mark.parametrize("value", [1e39, -1e300])
+def test_scores_beyond_float32_are_refused(value):
+    df = table(40)
+    df.loc[5, "score"] = value
+    one_line_error(df, "1 scores in 'score' are beyond what float32 holds")
+
+
+def test_scores_that_float32_merges_are_counted():
+    df = table(40)
+    df["score"] = [1.0 + i * 1e-9 for i in range(40)]  # distinct in float64, one value in float32
+    assert any(w.startswith("39 distinct scores in 'score' become equal at float32 precision")
+               for w in pairs_of(df).report.warnings)

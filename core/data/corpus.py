@@ -597,6 +597,8 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
 
 
 def clean_texts(series: pd.Series, col: str) -> pd.Series:
+    if len(series) and series.map(is_missing).all():  # pandas reads an all-empty column as numbers (NaN)
+        raise UserError(f"Column '{col}' is empty: no row has a text in it.")
     if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
         raise ColumnError(f"Column '{col}' holds numbers, not texts", ("text",),
                           wanted="the column that holds the texts")

@@ -44,6 +44,7 @@ TEXT_PAIR_NAMES = (("text1", "text2"), ("sentence1", "sentence2"))
 SCORE_NAMES = ("score", "similarity", "similarity_score", "relatedness_score", "gold_score")
 PAIR_LABEL_NAMES = ("label", "gold_label", "nli_label")
 SHOWN_VALUES = 5
+SAME_TEXT_REFUSED = 0.9  # share of target pairs with two identical texts from which the split measures nothing
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,13 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
     missing_score = ~empty & np.isnan(scores) if columns.score else np.zeros(n, dtype=bool)
     missing_label = ~empty & (labels < 0) if columns.label else np.zeros(n, dtype=bool)
     keep = ~empty & ~missing_score & ~missing_label
+    if empty.any():
+        warnings.append(f"{int(empty.sum()):,} of {n:,} rows dropped because a text is empty "
+                        f"({int((text1 == '').sum()):,} in '{columns.text1}', {int((text2 == '').sum()):,} in "
+                        f"'{columns.text2}').")
     text1, text2, scores, labels = text1[keep], text2[keep], scores[keep], labels[keep]
+    if columns.score:
+        _check_float32(scores, columns.score, warnings)
     if len(text1) < MIN_ROWS:
         raise UserError(f"Only {len(text1)} usable pairs are left after cleaning; provide at least {MIN_ROWS} pairs "
                         "with both texts and a score or label.")
@@ -208,6 +215,8 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
     else:
         train, target = _holdout(np.arange(len(text1)))
         target_split, source = "holdout", f"random {split_ratio()}, seed {SPLIT_SEED}"
+
+    _check_sameness(text1, text2, target, target_split, warnings)
 
     label_counts = None
     if columns.label:
@@ -224,6 +233,32 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
 
     return PairCorpus(name=name, columns=columns, train=part(train), test=part(target), target_split=target_split,
                       report=report)
+
+
+def _check_float32(scores: np.ndarray, col: str, warnings: list[str]) -> None:
+    """Training hands scores to the model as float32 (sentence-transformers' collator): a score beyond its range
+    would become infinite, so it is refused; distinct scores that float32 merges are counted in a warning."""
+    big = np.abs(scores) > np.finfo(np.float32).max
+    if big.any():
+        raise UserError(f"{int(big.sum()):,} scores in '{col}' are beyond what float32 holds (about ±3.4e38), "
+                        "which training would turn into infinities; rescale the column.")
+    merged = len(np.unique(scores)) - len(np.unique(scores.astype(np.float32)))
+    if merged:
+        warnings.append(f"{merged:,} distinct scores in '{col}' become equal at float32 precision, which training "
+                        "uses; rescale the column if their order matters.")
+
+
+def _check_sameness(text1: np.ndarray, text2: np.ndarray, target: np.ndarray, target_split: str,
+                    warnings: list[str]) -> None:
+    """A pair whose two texts are the same has cosine 1 under any model: a target split of such pairs measures
+    nothing (refused); some of them are counted in a warning."""
+    same = text1 == text2
+    if len(target) and same[target].mean() >= SAME_TEXT_REFUSED:
+        raise UserError(f"{int(same[target].sum()):,} of the {len(target):,} {target_split} pairs have two identical "
+                        "texts, whose cosine is 1 under any model, so there is nothing to evaluate; check that "
+                        "text1 and text2 name different columns.")
+    if same.any():
+        warnings.append(f"{int(same.sum()):,} pairs have two identical texts (cosine 1 under any model).")
 
 
 def _clean_scores(series: pd.Series, col: str) -> np.ndarray:
