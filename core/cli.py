@@ -424,10 +424,16 @@ def _follow_node(nproc: int, nnodes: int, meet: ddp.Rendezvous) -> dict:
 def cmd_quick(args) -> dict:
     """The Trade-off page's quick margin point: a triplet run with the quick budget (top layers only unless
     --full), reused when one exists; `seconds` is the wall time from this call to the evaluated point."""
+    from core.data.kinds import KIND_NAMES, corpus_kind
     from core.jobs import standby
     from core.jobs.quick import QUICK_RECIPE, find_quick, quick_config, quick_run
 
     t0 = time.monotonic()
+    kind = corpus_kind(args.corpus)
+    if kind != "labelled":
+        raise UserError(f"The quick margin point (the Trade-off page's margin slider) trains on a labelled corpus "
+                        f"(text, label); {args.corpus} is {KIND_NAMES[kind]}: train one of its recipes with "
+                        "`python -m core train`.")
     margin = get_recipe(QUICK_RECIPE).knob_param.parse(args.margin)
     base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": QUICK_RECIPE,
             "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device,

@@ -6,6 +6,7 @@ labels say so."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -208,3 +209,14 @@ def test_a_list_run_started_on_the_train_page_shows_ordering_on_runs_and_exports
     assert {"model.zip", "embeddings.parquet", "config.yaml"} <= {p.name for p in export.iterdir()}
     embedded = pd.read_parquet(export / "embeddings.parquet")
     assert set(embedded["split"]) == {"test"} and "a car drives" in set(embedded["text"])
+
+
+def test_a_list_file_of_test_lists_only_evaluates_and_says_it_cannot_train(tmp_path, tiny_model_dir, capsys):
+    from core.cli import main
+
+    path = tmp_path / "test_lists.csv"
+    path.write_text(list_table().replace(",train\n", ",test\n"))
+    assert main(["evaluate", str(path), "--model", str(tiny_model_dir), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["n_lists"] == 12
+    assert "has no 'train' lists; this corpus can evaluate a model but not train one" in err

@@ -276,3 +276,12 @@ def test_scores_that_float32_merges_are_counted():
     df["score"] = [1.0 + i * 1e-9 for i in range(40)]  # distinct in float64, one value in float32
     assert any(w.startswith("39 distinct scores in 'score' become equal at float32 precision")
                for w in pairs_of(df).report.warnings)
+
+
+def test_quick_on_a_pair_corpus_says_the_margin_slider_needs_labels(tmp_path, capsys):
+    from core.cli import main
+
+    code = main(["quick", write(tmp_path, table(40)), "--margin", "0.1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "trains on a labelled corpus (text, label)" in err
+    assert "triplet" not in err  # a recipe the user never chose

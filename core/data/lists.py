@@ -233,8 +233,9 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
     else:
         train, target = _holdout(np.arange(len(order)))
         target_split, source = "holdout", f"random {split_ratio()} of the lists, seed {SPLIT_SEED}"
-    if not len(train):
-        raise UserError(f"Split column '{columns.split}' leaves no lists to train on; mark some lists 'train'.")
+    if not len(train):  # as for pairs: a file of test lists still evaluates a model (training says what it lacks)
+        warnings.append(f"Split column '{columns.split}' has no 'train' lists; this corpus can evaluate a model but "
+                        "not train one.")
 
     def part(rows: np.ndarray) -> ListSplit:
         return ListSplit(ids=[order[i] for i in rows], lists=[lists[order[i]] for i in rows])
