@@ -220,3 +220,14 @@ def test_a_list_file_of_test_lists_only_evaluates_and_says_it_cannot_train(tmp_p
     out, err = capsys.readouterr()
     assert json.loads(out)["n_lists"] == 12
     assert "has no 'train' lists; this corpus can evaluate a model but not train one" in err
+
+
+def test_list_size_on_a_list_file_is_refused_in_one_line(tmp_path, tiny_model_dir, capsys):
+    from core.cli import main
+
+    path = tmp_path / "lists.csv"
+    path.write_text(list_table())
+    code = main(["train", str(path), "--recipe", "listmle", "--list-size", "5", "--model", str(tiny_model_dir)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "so leave list_size out" in err
+    assert RunStore().list(with_losses=False) == []

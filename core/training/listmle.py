@@ -24,12 +24,17 @@ TARGETS = ("nudged", "order")
 
 
 def list_needs(cfg, corpus) -> str | None:
-    """A pair corpus gives lists through its NLI labels; the teacher is a model (lists have no score column)."""
+    """A pair corpus gives lists through its NLI labels; the teacher is a model (lists have no score column); the
+    list size applies only where lists are built from a labelled corpus (a value other than the default is refused
+    elsewhere, as a setting of another recipe is)."""
     if corpus.kind == "pairs" and corpus.columns.label is None:
         return (f"listmle builds lists from a pair corpus's NLI labels (entailment / neutral / contradiction), which "
                 f"{corpus.name} lacks; upload lists (list_id, rank, text) or use a labelled corpus.")
     if cfg.teacher == "score":
         return "listmle's teacher is a model: 'reference' or a model name or folder (lists carry no score column)."
+    if corpus.kind != "labelled" and cfg.list_size != LIST_SIZE.default:
+        return (f"list_size sets how lists are built from a labelled corpus; {corpus.name}'s lists come from its "
+                f"{'list file' if corpus.kind == 'lists' else 'NLI labels'}, so leave list_size out.")
     return None
 
 
