@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ _log = logging.getLogger("contrastlab.cache")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ASSETS = REPO_ROOT / "assets"
+STALE_TMP_S = 3600.0  # a cache temp file untouched this long has no live writer (remove_stale_temps)
 
 
 def home() -> Path:
@@ -133,6 +135,21 @@ def _atomic(path: Path) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temps(max_age_s: float = STALE_TMP_S) -> int:
+    """Delete the cache's temp files (`_atomic`) untouched for `max_age_s`: a writer killed mid-write (out of
+    memory, kill -9) never removed its own. A live writer keeps touching its file, so a recent one is left alone.
+    Returns how many were removed."""
+    removed, now = 0, time.time()
+    for tmp in (home() / "cache").rglob(".*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > max_age_s:
+                tmp.unlink()
+                removed += 1
+        except OSError:  # removed by another process meanwhile
+            continue
+    return removed
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:

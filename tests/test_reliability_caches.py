@@ -251,3 +251,21 @@ def test_the_cli_warns_once_on_stderr_and_gives_the_same_numbers(tiny_model_dir,
     assert len(lines) == 1 + len(list(cache_dir("embeddings").glob("*-pooled.npy"))) >= 3
     third = run()
     assert not [line for line in third.stderr.splitlines() if "cache" in line.lower()]
+
+
+def test_a_worker_start_removes_temp_files_a_killed_writer_left(contrastlab_home):
+    """Issue 26: a worker killed while writing a cache entry left `.<entry>.<random>.tmp` for good."""
+    from core.jobs import worker
+    from core.runs.store import RunStore
+
+    folder = cache_dir("embeddings")
+    folder.mkdir(parents=True)
+    stale, fresh = folder / ".abc-model-text.npy.k3j2.tmp", folder / ".def-model-text.npy.x9q1.tmp"
+    stale.write_bytes(b"half an entry")
+    fresh.write_bytes(b"being written now")
+    hour_ago = stale.stat().st_mtime - 2 * 3600
+    os.utime(stale, (hour_ago, hour_ago))
+    store = RunStore()
+    run_id = store.create("wait", {"steps": 1, "step_s": 0.0})
+    assert worker.main([str(store.root), run_id]) == 0
+    assert not stale.exists() and fresh.exists()  # a recent one may belong to a live writer

@@ -25,6 +25,7 @@ from core.errors import Cancelled, UserError
 from core.jobs import standby
 from core.jobs.process import LOG_NAME
 from core.runs.store import TMP_NAME, Run, RunStore
+from core.storage import remove_stale_temps
 
 JOBS: dict[str, str] = {
     "train": "core.training.trainer:run_job",
@@ -221,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give either a RUN_ID or --standby")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` ends the run as cancelled
     store = RunStore(args.root)
+    remove_stale_temps()  # a worker killed mid-write left its temp file in the cache
     run_id = args.run_id
     if args.standby:
         print(f"[worker] pid {os.getpid()} on standby", flush=True)
