@@ -231,3 +231,12 @@ def test_list_size_on_a_list_file_is_refused_in_one_line(tmp_path, tiny_model_di
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "so leave list_size out" in err
     assert RunStore().list(with_losses=False) == []
+
+
+def test_a_list_holding_a_text_twice_is_warned_with_how_ties_count():
+    lines = list_table().splitlines()
+    lines[2] = lines[2].replace("a cat sleeps 0", "the cat sleeps 0")  # member 2 of list q0 = its anchor
+    df = pd.read_csv(pd.io.common.StringIO("\n".join(lines) + "\n"))
+    corpus = build_lists(df, ListColumns("qid", "rank", "passage", "fold"), "x")
+    assert any(w.startswith("1 list holds the same text twice (or the anchor again)") and "never counts as in exact"
+               in w for w in corpus.report.warnings)

@@ -222,6 +222,11 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
         _check_list(order[first], frame[codes == first])
     texts_by_list = np.split(frame["text"].to_numpy(dtype=object), starts[1:])
     lists = {list_id: members.tolist() for list_id, members in zip(order, texts_by_list)}
+    repeats = sum(len(set(members)) < len(members) for members in lists.values())
+    if repeats:
+        warnings.append(f"{repeats:,} list{'s hold' if repeats > 1 else ' holds'} the same text twice (or the anchor "
+                        "again): equal texts get equal cosines, a tie, so such a list never counts as in exact "
+                        "order, and Kendall tau-b counts the tied pair as neither agreeing nor disagreeing.")
     list_split = dict(zip(order, frame["split"].to_numpy()[starts])) if splits is not None else {}
     if len(lists) < MIN_LISTS:
         raise UserError(f"The file holds {len(lists)} lists; provide at least {MIN_LISTS} so some can be held out.")
