@@ -188,6 +188,8 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
         if stats.get("gated_share") is not None:
             cards[1].metric("Gated share", f"{stats['gated_share']:.0%}", border=True,
                             help="Share of the pairs whose angle term is on (see Definitions, RAOE).")
+        if stats.get("warning"):
+            st.warning(stats["warning"])
         st.caption("label = [s, l]: the teacher's score s and the ordinal label l (0 = most related)."
                    if "label" in frame else "score: the pair's gold score rescaled to [0, 1].")
     else:

@@ -224,3 +224,35 @@ def test_listmle_averages_its_teachers_similarities_as_raoe_does(tiny_model, oth
     mean = (phi(tiny_model, first) + phi(other, first)) / 2
     np.testing.assert_allclose([row["teacher"] for row in stats["preview"]], mean[0, 1:], atol=1e-4)
     assert not np.allclose(mean[0, 1:], phi(tiny_model, first)[0, 1:], atol=1e-3)  # the second teacher counts
+
+
+@pytest.mark.parametrize(("recipe", "flip", "expected"), [
+    ("raoe", True, "Only 0% of the label-ordered pairs have a score that agrees"),
+    ("raoe_angle", True, "Only 0% of the label-ordered pairs have a score that agrees"),
+    ("raoe_rank", True, None),  # no angle term: nothing gated
+    ("raoe", False, None),
+])
+def test_a_gated_share_below_a_fifth_is_warned_in_the_preview_stats(recipe, flip, expected) -> None:
+    """Issue 26: labels and scores that fully disagree train L_angle on nothing, and nothing said so."""
+    import pandas as pd
+
+    from core.data.pairs import build_pairs, detect_pair_columns
+    from core.training.raoe import ranked_pairs
+
+    n = 60
+    labels = ["entailment", "neutral", "contradiction"]
+    df = pd.DataFrame({"text1": [f"first {i}" for i in range(n)], "text2": [f"second {i}" for i in range(n)],
+                       "score": [float(i % 3) for i in range(n)],  # label 0 (most related) gets the LOWEST score
+                       "label": [labels[(i % 3) if flip else 2 - (i % 3)] for i in range(n)]})
+    corpus = build_pairs(df, detect_pair_columns(df), "p")
+    cfg = TrainConfig(corpus="p.csv", recipe=recipe, teacher="score", device="cpu")
+    _, stats = ranked_pairs(cfg, corpus, None, "ranked pairs")
+    assert stats.get("warning") is None if expected is None else expected in stats["warning"]
+
+
+def test_pairs_of_one_label_say_the_angle_term_gates_nothing() -> None:
+    from core.training.raoe import gated_share_warning
+
+    cfg = TrainConfig(corpus="p.csv", recipe="raoe", teacher="score", device="cpu")
+    assert gated_share_warning(cfg, None).startswith("Every pair has the same label")
+    assert gated_share_warning(cfg, 0.75) is None

@@ -154,6 +154,24 @@ def teacher_scores(cfg, reference, text1: list[str], text2: list[str], gold: np.
     return np.mean(cosines, axis=0).astype(np.float64)
 
 
+LOW_GATED_SHARE = 0.2  # about what a flipped direction gives (docs/definitions.md, RAOE): the angle term learns noise
+
+
+def gated_share_warning(cfg, share: float | None) -> str | None:
+    """One line where the run's angle term has (almost) nothing to learn from: the share of label-ordered pairs
+    whose score agrees is undefined (every pair has the same label) or below LOW_GATED_SHARE; None otherwise or
+    where the recipe has no angle term (raoe_rank)."""
+    if cfg.recipe != "raoe_angle" and not getattr(cfg, "w_angle", 0.0):
+        return None
+    if share is None:
+        return ("Every pair has the same label, so no pair is label-ordered and L_angle gates nothing: this run "
+                "trains L_rank alone.")
+    if share < LOW_GATED_SHARE:
+        return (f"Only {share:.0%} of the label-ordered pairs have a score that agrees (about 70-90% when labels and "
+                "scores point the same way): check that label 0 means most related, or the teacher.")
+    return None
+
+
 def ranked_pairs(cfg, corpus, reference, _fmt: str, progress: Progress | None = None):
     """(Dataset with sentence1, sentence2 and label = [s, l], stats) for a RAOE recipe, subsampled to cfg.examples
     (seed)."""
@@ -188,9 +206,10 @@ def ranked_pairs(cfg, corpus, reference, _fmt: str, progress: Progress | None = 
     share = gated_share(torch.from_numpy(scores), torch.from_numpy(ordinal))
     dataset = Dataset.from_dict({"sentence1": text1, "sentence2": text2,
                                  "label": np.stack([scores, ordinal], axis=1).tolist()})
+    share = None if np.isnan(share) else round(share, 4)
     stats = {"format": "ranked pairs", "source": source, "teacher": cfg.teacher, "examples": len(dataset),
-             "gated_share": None if np.isnan(share) else round(share, 4),
-             "label_levels": sorted({int(v) for v in ordinal})}
+             "gated_share": share, "label_levels": sorted({int(v) for v in ordinal}),
+             **({"warning": warning} if (warning := gated_share_warning(cfg, share)) else {})}
     return dataset, stats
 
 
