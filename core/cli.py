@@ -94,9 +94,15 @@ def _warn(corpus) -> None:
         print(f"warning: {what}, so a model can score them by memory; --drop-leaked drops them.", file=sys.stderr)
 
 
-def _load_corpus(args):
+def _load_labelled(args, why: str):
+    """The labelled corpus `args.corpus` holds; a pair or list file is refused whatever columns are named (naming
+    a --label-col must not turn a list's rank into a class). `why` says what needs the labels."""
     from core.data.corpus import load_corpus
+    from core.data.kinds import KIND_NAMES, corpus_kind
 
+    kind = corpus_kind(args.corpus)
+    if kind != "labelled":
+        raise UserError(f"{why}, so they need {KIND_NAMES['labelled']}; {args.corpus} is {KIND_NAMES[kind]}.")
     corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
                          drop_leaked=args.drop_leaked)
     _warn(corpus)
@@ -145,7 +151,7 @@ def cmd_layers(args) -> dict:
     from core.evaluation.evaluate import EvalSettings, compare_layers, evaluate_layers
     from core.runs.labels import run_reference
 
-    corpus = _load_corpus(args)
+    corpus = _load_labelled(args, "Layer-wise kNN accuracy classifies texts by their label")
     settings = EvalSettings(layer_metric=args.knn_metric)
     run = _finished_run(args.compare) if args.compare is not None else None
     name = args.model or (run_reference(run) if run is not None else DEFAULT_MODEL)
@@ -165,17 +171,12 @@ def cmd_maps(args) -> dict:
     started from it, written to --out as HTML, PNG and Parquet."""
     from core.analysis.maps import MAX_POINTS, map_data, output_dir, write_maps
     from core.analysis.projection import neighbours_kept
-    from core.data.kinds import KIND_NAMES, corpus_kind
     from core.runs.labels import run_reference
 
     max_points = MAX_POINTS.parse(MAX_POINTS.default if args.max_points is None else args.max_points)
     out = output_dir(args.out)
     run = _finished_run(args.run) if args.run is not None else None
-    kind = corpus_kind(args.corpus)
-    if kind != "labelled":
-        raise UserError(f"Maps colour texts by their label, so they need {KIND_NAMES['labelled']}; {args.corpus} is "
-                        f"{KIND_NAMES[kind]}.")
-    corpus = _load_corpus(args)
+    corpus = _load_labelled(args, "Maps colour texts by their label")
     reference = load_model(args.model or (run_reference(run) if run is not None else DEFAULT_MODEL), args.device)
     tuned = load_model(run.artefacts["model"], args.device) if run is not None else None
     bars = TqdmPhases()

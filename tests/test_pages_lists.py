@@ -240,3 +240,16 @@ def test_a_list_holding_a_text_twice_is_warned_with_how_ties_count():
     corpus = build_lists(df, ListColumns("qid", "rank", "passage", "fold"), "x")
     assert any(w.startswith("1 list holds the same text twice (or the anchor again)") and "never counts as in exact"
                in w for w in corpus.report.warnings)
+
+
+@pytest.mark.parametrize("command", ["layers", "maps"])
+def test_naming_a_label_column_never_reads_a_list_file_as_labelled_texts(tmp_path, tiny_model_dir, command, capsys):
+    """Issue 26: `layers LISTS.csv --label-col rank` classified texts by their rank."""
+    from core.cli import main
+
+    path = tmp_path / "lists.csv"
+    path.write_text(list_table())
+    extra = ["--out", str(tmp_path / "maps")] if command == "maps" else []
+    code = main([command, str(path), "--label-col", "rank", "--model", str(tiny_model_dir), *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "so they need " in err and "is a list corpus" in err
