@@ -28,7 +28,7 @@ st.caption(f"Every arm trains `{model}`, the model chosen on the Corpus page; th
            "with all-MiniLM-L6-v2's.")
 
 for experiment in EXPERIMENTS.values():
-    done, active = latest(store, experiment.name)
+    done, active, ended = latest(store, experiment.name)
     with st.container(border=True):
         st.subheader(experiment.title)
         st.caption(experiment.paper)
@@ -41,8 +41,11 @@ for experiment in EXPERIMENTS.values():
             model_used = f" with `{result['model']}`" if result.get("model") else ""
             st.caption(f"{'Quick' if result.get('quick') else 'Full'} reproduction `{done.id}`{model_used}; its "
                        "arms are runs on the Runs page.")
-        elif active is None:
+        elif active is None and ended is None:
             st.caption("Not run yet on this machine.")
+        if ended is not None and active is None:
+            st.error(f"The latest reproduction `{ended.id}` {ended.status}"
+                     + (f": {ended.error}" if ended.error else "."), icon=":material/error:")
         if active is not None:
             live_run(store, active.id, key=f"reproduce:{experiment.name}")
         elif st.button(f"Run {experiment.name}", key=f"reproduce:{experiment.name}:start",

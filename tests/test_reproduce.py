@@ -84,7 +84,7 @@ def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
     assert parent.status == "done" and {c.id for c in children} == set(out["runs"].values())
     assert {c.config["recipe"] for c in children} == {"cosent", "angle", "raoe_rank"}
     assert all(c.status == "done" and c.artefacts.get("model") for c in children)
-    assert latest(store, "raoe") == (store.get(parent.id), None)
+    assert latest(store, "raoe") == (store.get(parent.id), None, None)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -149,3 +149,16 @@ def test_the_cli_bar_follows_the_arm_that_trains():
     assert shown.id == child and prefix == "arm 1/3: CoSENT · " and shown.progress["eta_s"] == 12.0
     store.mark_done(child)
     assert progress_run(store, store.get(parent))[0].id == parent  # between arms: the parent's own phase
+
+
+def test_the_page_shows_why_the_latest_reproduction_failed(app, tiny_model_dir, stsb_dir):
+    store = RunStore()
+    run_id = store.create("reproduce", {"name": "raoe", "data": str(stsb_dir), "quick": True})
+    store.claim(run_id, os.getpid())
+    store.mark_running(run_id, os.getpid())
+    store.mark_failed(run_id, "the arm 'CoSENT' (run x) failed: out of memory")
+    app.run()
+    at = app.switch_page("app_pages/9_Reproductions.py").run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [f"The latest reproduction `{run_id}` failed: the arm 'CoSENT' (run x) "
+                                           "failed: out of memory"]

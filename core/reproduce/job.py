@@ -75,10 +75,12 @@ def run_job(ctx) -> dict:
             "runs": {label: o.run_id for label, o in outcomes.items()}}
 
 
-def latest(store, name: str) -> tuple[object | None, object | None]:
-    """(the newest finished reproduction of `name`, the newest one still queued or running), each None if none."""
+def latest(store, name: str) -> tuple[object | None, object | None, object | None]:
+    """(the newest finished reproduction of `name`, the newest one still queued or running, the newest one that
+    failed or was cancelled after the finished one), each None if none: what the Reproductions page shows."""
     runs = sorted((r for r in store.list(kind="reproduce", with_losses=False) if r.config.get("name") == name),
                   key=lambda r: r.created, reverse=True)
     done = next((r for r in runs if r.status == "done"), None)
     active = next((r for r in runs if r.active), None)
-    return done, active
+    ended = next((r for r in runs if r.status in ("failed", "cancelled")), None)
+    return done, active, ended if ended is not None and (done is None or ended.created > done.created) else None
