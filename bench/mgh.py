@@ -1,48 +1,29 @@
 """Multi-granularity hard negatives with a curriculum (seed 004; docs/definitions.md, Multi-granularity hard
 negatives): does the band order of the hard negative change what InfoNCE fine-tuning gives on TREC?
 
-all-MiniLM-L6-v2 on TREC (6 classes, 500 test questions), recipe ``mgh`` (InfoNCE scale 20, in-batch negatives
-plus one banded hard negative per anchor), every arm through core.training.trainer.run_training with the same
-examples, seed and budget (batch 32, max_steps 100); only the band order differs: curriculum (N4 -> N1), random,
-reverse (N1 -> N4), fixed:1 .. fixed:4 (the paper reports that the middle bands beat N1 or N4 alone).
+The arms are the `mgh` reproduction's runs (core.reproduce.mgh: all-MiniLM-L6-v2 on TREC, 6 classes, 500 test
+questions, recipe ``mgh``, InfoNCE scale 20, in-batch negatives plus one banded hard negative per anchor, batch 32,
+the same examples and seed; only the band order differs: curriculum (N4 -> N1), random, reverse (N1 -> N4), and at
+full size fixed:1 and fixed:4), plus fixed:2 and fixed:3 at full size (the paper reports that the middle bands beat
+N1 or N4 alone), each trained and evaluated as a run through core.reproduce.job.run_arms.
 
-Reported per arm: the model's own kNN accuracy before (the reference) and after on the test split, P@16 / S@16
-after, and the mean training loss in each quarter of the steps (harder negatives give a higher loss, so the
-curriculum's should step up at each quarter and the reverse's down). The mined bands' mean reference cosines are
-printed once (every arm trains on the same cached rows). Differences between arms are judged against one standard
-error of an accuracy on the test questions, sqrt(p(1-p)/n). Whatever comes out is printed as it is.
+Reported per arm: the model's own kNN accuracy before (the reference) and after on the test split with its 95%
+interval, P@16 / S@16 after, and the mean training loss in each quarter of the steps (harder negatives give a
+higher loss, so the curriculum's should step up at each quarter and the reverse's down). The mined bands' mean
+reference cosines are printed once (every arm trains on the same cached rows). Differences between arms are judged
+against one standard error of an accuracy on the test questions, sqrt(p(1-p)/n). Whatever comes out is printed as
+it is.
 """
 
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
-from bench.common import Options, data_file, header, line, load_note, ratio, set_seeds
-from core.training.trainer import SilentReporter
+from bench.common import DATA, Options, header, line, load_note, ratio
 
 BATCH = 32
-STEPS = 100
-QUICK_STEPS = 20
-QUICK_TRAIN = 2000  # --quick: seeded train rows (all test rows kept)
-ORDERS = ("curriculum", "random", "reverse", "fixed:1", "fixed:4")
 MIDDLE = ("fixed:2", "fixed:3")  # full size only
 QUARTERS = 4
-
-
-class Recorder(SilentReporter):
-    """Keeps the logged training losses and the last value of every progress field (the band phases)."""
-
-    def __init__(self) -> None:
-        self.losses: list[tuple[int, float]] = []
-        self.fields: dict = {}
-
-    def progress(self, **fields) -> None:
-        self.fields.update(fields)
-
-    def log_loss(self, step: int, loss: float) -> None:
-        self.losses.append((step, loss))
 
 
 def quarter_means(losses: list[tuple[int, float]], total: int) -> list[float]:
@@ -51,17 +32,6 @@ def quarter_means(losses: list[tuple[int, float]], total: int) -> list[float]:
     for step, loss in losses:
         groups[min(QUARTERS - 1, QUARTERS * (step - 1) // max(total, 1))].append(loss)
     return [sum(g) / len(g) if g else math.nan for g in groups]
-
-
-def _quick_corpus(folder: Path) -> Path:
-    """--quick: QUICK_TRAIN seeded train rows and all test rows, written to a temp file."""
-    import pandas as pd
-
-    df = pd.read_csv(data_file("trec.csv"))
-    train = df[df["split"] == "train"].sample(n=QUICK_TRAIN, random_state=0)
-    path = folder / "trec_quick.csv"
-    pd.concat([train, df[df["split"] == "test"]]).to_csv(path, index=False)
-    return path
 
 
 def _steps_word(values: list[float]) -> str:
@@ -80,28 +50,28 @@ def _verdict(diff: float, se: float) -> str:
 
 
 def run(opts: Options) -> None:
-    from core.training.config import TrainConfig
-    from core.training.trainer import run_training
+    from core.reproduce import mgh
+    from core.reproduce.experiment import Arm, Setup
+    from core.reproduce.job import run_arms
+    from core.runs.store import RunStore
 
-    steps = QUICK_STEPS if opts.quick else STEPS
-    orders = ORDERS if opts.quick else (*ORDERS, *MIDDLE)
-    results: dict[str, dict] = {}
-    recorders: dict[str, Recorder] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-mgh-") as tmp:
-        tmp = Path(tmp)
-        corpus = _quick_corpus(tmp) if opts.quick else data_file("trec.csv")
-        for i, order in enumerate(orders):
-            set_seeds()
-            cfg = TrainConfig(corpus=str(corpus), recipe="mgh", order=order, examples=steps * BATCH, epochs=1.0,
-                              max_steps=steps, batch_size=BATCH, seed=0, device="cpu")
-            recorders[order] = Recorder()
-            results[order] = run_training(cfg, recorders[order], tmp / f"run-{i}")
+    arms = mgh.arms(DATA, Setup(opts.quick, "all-MiniLM-L6-v2"))
+    if not opts.quick:
+        arms += [Arm(f"order {order}", {**arms[0].config, "order": order}) for order in MIDDLE]
+    store = RunStore()
+    outcomes = run_arms(store, None, arms)
+    orders = [o.config["order"] for o in outcomes.values()]
+    runs = {o.config["order"]: store.get(o.run_id) for o in outcomes.values()}
+    results = {order: {"before": r.before, "after": r.metrics_after, **(r.progress.get("summary") or {})}
+               for order, r in runs.items()}
+    losses = {order: [(p["step"], p["loss"]) for p in r.losses] for order, r in runs.items()}
 
     first = results[orders[0]]
     before, stats = first["before"], first["examples"]
     n_test = before["n_queries"]
-    header("mgh: multi-granularity hard negatives on TREC, band order (seed 004)",
-           f"all-MiniLM-L6-v2 on TREC{f' (quick: {QUICK_TRAIN} train rows)' if opts.quick else ''}, recipe mgh "
+    header("mgh: multi-granularity hard negatives on TREC, band order (seed 004), `python -m core reproduce mgh"
+           f"{' --quick' if opts.quick else ''}` and its runs",
+           "all-MiniLM-L6-v2 on TREC, recipe mgh "
            f"(InfoNCE scale 20, in-batch + one banded hard negative), {stats['examples']} rows "
            f"({stats['anchors_used']} anchors), batch {BATCH}, {first['steps']} steps, lr 3e-5, seed 0, CPU; "
            f"kNN (k=10, the model's own metric) on {n_test} test questions")
@@ -120,15 +90,16 @@ def run(opts: Options) -> None:
     base_time = results[orders[0]]["timings"]["train_s"]
     for order in orders:
         r, after = results[order], results[order]["after"]
-        quarters = quarter_means(recorders[order].losses, r["steps"])
+        quarters = quarter_means(losses[order], r["steps"])
         change = (after["knn_accuracy"] - before["knn_accuracy"]) * 100
-        line(order, f"kNN {after['knn_accuracy'] * 100:.1f} ({change:+.1f}), "
+        low, high = (v * 100 for v in after["knn_accuracy_ci"])
+        line(order, f"kNN {after['knn_accuracy'] * 100:.1f} [{low:.1f}, {high:.1f}] ({change:+.1f}), "
                     f"P/S {after['polarity']:.1f} / {after['similarity']:.1f}; loss Q1-Q4 "
                     + " ".join(f"{q:.3f}" for q in quarters)
                     + f" ({_steps_word(quarters)}); train {r['timings']['train_s']:.0f} s "
                       f"(x{ratio(r['timings']['train_s'], base_time)})")
     for order in ("curriculum", "reverse"):
-        phases = recorders[order].fields.get("phases") or []
+        phases = runs[order].progress.get("phases") or []
         line(f"{order}: band boundaries (loss curve)", ", ".join(f"{p['label']} from step {p['step']}" for p in phases))
 
     p = results["curriculum"]["after"]["knn_accuracy"]
