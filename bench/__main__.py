@@ -22,7 +22,8 @@ BENCHMARKS = {
     "raoe": "CoSENT, AnglE and RAOE ablations on STS-B and SNLI (seed 001), STS-B test Spearman and training time",
     "listmle": "ListMLE post-training on SNLI star lists (seed 003, Algorithm 1): w x tau grid and order only, "
                "ordering and STS-B Spearman with 95% intervals",
-    "mgh": "multi-granularity hard negatives on TREC (seed 004): band orders curriculum / random / reverse / fixed:K",
+    "mgh": "multi-granularity hard negatives on TREC (seed 004): the mgh reproduction's band orders curriculum / "
+           "random / reverse / fixed:K",
     "ata": "ATA vs mean and CLS pooling (seed 004): zero-shot and fine-tuned STS-B test Spearman, training time",
     "maps": "both t-SNE maps (reference, aligned) vs openTSNE's defaults, quality beside; UMAP's numba cache cold/warm",
     "quick": "quick margin point: top-2 layers from cached frozen states vs every layer (speed on the demo corpus, "
