@@ -5,9 +5,10 @@ CLS pooling of the same all-MiniLM-L6-v2, on STS-B test Spearman.
     (core.training.trainer.set_pooling on fresh copies), no training; plus the seconds to encode the test texts
     per pooling, interleaved, with mean pooling under eager attention as the baseline that isolates the cost of
     the attention kernel from that of the weights.
-(b) Fine-tuned: the same short CoSENT run (scale 20) on STS-B train pairs with pooling mean vs ATA, each through
-    core.training.trainer.run_training with the same pairs, seed and budget; STS-B test Spearman after and the
-    training time. ATA needs the attention probabilities, so it trains with eager attention; the ratio says how
+(b) Fine-tuned: the `ata` reproduction's runs (core.reproduce.ata: the same short CoSENT run, scale 20, on STS-B
+    train pairs with pooling mean vs ATA, the same pairs, seed and budget), trained and evaluated as runs through
+    core.reproduce.job.run_arms; STS-B test Spearman after, with its 95% interval, and the training time. ATA
+    needs the attention probabilities, so it trains with eager attention; the ratio says how
     much slower that is. The ATA run's saved model is then reloaded with ContrastLab's loader
     (core.models.loading.load_model) and scored again, and a plain ``SentenceTransformer(dir)`` without
     ``trust_remote_code`` is tried to show what a user without ContrastLab meets.
@@ -18,12 +19,11 @@ Whatever comes out is printed as it is.
 from __future__ import annotations
 
 import copy
-import tempfile
 from pathlib import Path
 
 from bench.common import (
+    DATA,
     Options,
-    data_file,
     header,
     interleaved,
     line,
@@ -33,28 +33,6 @@ from bench.common import (
     runs_note,
     set_seeds,
 )
-
-BATCH = 32
-STEPS = 100
-QUICK_STEPS = 10
-QUICK_TRAIN = 400  # --quick: seeded STS-B train pairs
-QUICK_TEST = 300  # --quick: seeded STS-B test pairs
-ARMS = ("mean", "ata")  # fine-tuned arms; "mean" is the model's own pooling mode, rebuilt by set_pooling
-
-
-def _corpus(folder: Path, quick: bool) -> Path:
-    """STS-B train and test rows (validation rows dropped, as the test split is the target anyway); --quick: seeded
-    subsamples of both, written to a temp file."""
-    import pandas as pd
-
-    df = pd.read_csv(data_file("stsb.csv"))
-    train, test = df[df["split"] == "train"], df[df["split"] == "test"]
-    if quick:
-        train, test = train.sample(n=QUICK_TRAIN, random_state=0), test.sample(n=QUICK_TEST, random_state=0)
-    path = folder / "stsb_bench.csv"
-    pd.concat([train, test]).to_csv(path, index=False)
-    return path
-
 
 def _eager_copy(model):
     """Mean pooling with eager attention: the timing baseline that ATA's kernel choice should be judged against."""
@@ -79,44 +57,42 @@ def run(opts: Options) -> None:
     from core.evaluation.sts import sts_spearman
     from core.models.encode import encode
     from core.models.loading import load_model
-    from core.training.config import TrainConfig
-    from core.training.trainer import SilentReporter, run_training, set_pooling
+    from core.reproduce import ata as reproduction
+    from core.reproduce.experiment import Setup
+    from core.reproduce.job import run_arms
+    from core.runs.store import RunStore
+    from core.training.trainer import set_pooling
 
     set_seeds()
-    steps = QUICK_STEPS if opts.quick else STEPS
     base = load_minilm()
     base.eval()
-    with tempfile.TemporaryDirectory(prefix="bench-ata-") as tmp:
-        tmp = Path(tmp)
-        path = _corpus(tmp, opts.quick)
-        stsb = load_pairs(path)
-        zero = {"mean": base, "cls": set_pooling(copy.deepcopy(base), "cls"), "ata": set_pooling(base, "ata")}
-        zero_shot = {name: sts_spearman(model, stsb) for name, model in zero.items()}
+    stsb = load_pairs(DATA / "stsb.csv")
+    zero = {"mean": base, "cls": set_pooling(copy.deepcopy(base), "cls"), "ata": set_pooling(base, "ata")}
+    zero_shot = {name: sts_spearman(model, stsb) for name, model in zero.items()}
 
-        texts = [*stsb.test.text1, *stsb.test.text2]
-        timed = {"mean (sdpa attention)": zero["mean"], "mean, eager attention": _eager_copy(base),
-                 "ATA (eager attention)": zero["ata"]}
-        warm = texts[: 2 * 64]
-        enc_med, enc_runs = interleaved({name: (lambda m=m: encode(m, texts)) for name, m in timed.items()},
-                                        repeats=3 if opts.quick else 7,
-                                        warmup={name: (lambda m=m: encode(m, warm)) for name, m in timed.items()},
-                                        budget_s=30 if opts.quick else 120)
+    texts = [*stsb.test.text1, *stsb.test.text2]
+    timed = {"mean (sdpa attention)": zero["mean"], "mean, eager attention": _eager_copy(base),
+             "ATA (eager attention)": zero["ata"]}
+    warm = texts[: 2 * 64]
+    enc_med, enc_runs = interleaved({name: (lambda m=m: encode(m, texts)) for name, m in timed.items()},
+                                    repeats=3 if opts.quick else 7,
+                                    warmup={name: (lambda m=m: encode(m, warm)) for name, m in timed.items()},
+                                    budget_s=30 if opts.quick else 120)
 
-        results, reloaded, plain = {}, None, ""
-        for pooling in ARMS:
-            set_seeds()
-            cfg = TrainConfig(corpus=str(path), recipe="cosent", margin=20.0, examples=steps * BATCH, epochs=1.0,
-                              max_steps=steps, batch_size=BATCH, pooling=pooling, seed=0, device="cpu")
-            results[pooling] = run_training(cfg, SilentReporter(), tmp / f"run-{pooling}")
-            if pooling == "ata":
-                saved = tmp / f"run-{pooling}" / "model"
-                reloaded = sts_spearman(load_model(str(saved), "cpu"), stsb)
-                plain = _plain_load(saved)
+    store = RunStore()
+    outcomes = run_arms(store, None, reproduction.arms(DATA, Setup(opts.quick, "all-MiniLM-L6-v2")))
+    runs = {o.config["pooling"]: store.get(o.run_id) for o in outcomes.values()}
+    results = {pooling: {"before": r.before, "after": r.metrics_after, **(r.progress.get("summary") or {})}
+               for pooling, r in runs.items()}
+    saved = Path(runs["ata"].artefacts["model"])
+    reloaded = sts_spearman(load_model(str(saved), "cpu"), stsb)
+    plain = _plain_load(saved)
 
     mean, ata = results["mean"], results["ata"]
     header("ata: ATA vs mean and CLS pooling, STS-B test Spearman x 100 (seed 004)",
-           f"all-MiniLM-L6-v2, STS-B test {len(stsb.test)} pairs{' (seeded subsample)' if opts.quick else ''}; "
-           f"fine-tuning: CoSENT scale 20 on {mean['examples']['examples']} STS-B train pairs, batch {BATCH}, "
+           f"all-MiniLM-L6-v2, STS-B test {len(stsb.test)} pairs; fine-tuning (`python -m core reproduce ata"
+           f"{' --quick' if opts.quick else ''}`'s runs): CoSENT scale 20 on {mean['examples']['examples']} STS-B "
+           f"train pairs, batch {reproduction.BATCH}, "
            f"{mean['steps']} steps, lr 3e-5, seed 0, CPU")
     print("   zero-shot (no training; ratio to mean pooling)")
     for name, label in (("mean", "mean (the model's own)"), ("cls", "CLS"), ("ata", "ATA")):
@@ -131,7 +107,9 @@ def run(opts: Options) -> None:
     print("   fine-tuned, the same CoSENT run per pooling (before = zero-shot with that pooling)")
     for pooling, r in results.items():
         before, after = zero_shot[pooling], r["after"]["sts_spearman"]
-        line(pooling, f"{before:.2f} -> {after:.2f}  ({after - before:+.2f})   train {r['timings']['train_s']:.0f} s "
+        low, high = r["after"]["sts_spearman_ci"]
+        line(pooling, f"{before:.2f} -> {after:.2f} [{low:.2f}, {high:.2f}]  ({after - before:+.2f})   "
+                      f"train {r['timings']['train_s']:.0f} s "
                       f"(x{ratio(r['timings']['train_s'], mean['timings']['train_s'])}), loss {r['train_loss']:.4f}")
     line("run_training's before = zero-shot mean", f"{mean['before']['sts_spearman']:.2f} vs {zero_shot['mean']:.2f}")
     line("same training pairs in both arms", "yes" if mean["examples"] == ata["examples"] else "NO")
