@@ -33,7 +33,7 @@ LAYER_CACHE_BYTES = 1 << 30
 @dataclass(frozen=True)
 class EvalSettings:
     k: int = 16  # P@k / S@k retrieval depth
-    discount: str = "linear"  # P@k / S@k rank weighting (core.evaluation.metrics.DISCOUNTS)
+    discount: str = "linear"  # P@k / S@k rank weighting (core.evaluation.headline.DISCOUNTS)
     knn_k: int = 10
     knn_metric: str = "euclidean"  # the model's own embedding, as it produces it
     layer_metric: str = "cosine"  # each layer's mean-pooled hidden state (docs/definitions.md, Layer-wise kNN)

@@ -31,14 +31,13 @@ class Metric:
         return round(self.rounded(after) - self.rounded(before), self.digits)
 
     def change_text(self, before: float, after: float) -> str:
-        """The shown change with its sign and unit (percentage points for an accuracy)."""
+        """The shown change with its sign and unit: an accuracy's in percentage points, "+1.2 pp", never "+1.2%",
+        which would read as relative."""
         return f"{self.shown_change(before, after):+.{self.digits}f}{' pp' if self.percent else ''}"
 
-    def text(self, value: float, sign: bool = False) -> str:
-        """The value as tables and cards show it: scaled, rounded, with its unit. A signed change (sign) of an
-        accuracy is in percentage points: "+1.2 pp", never "+1.2%", which would read as relative."""
-        unit = (" pp" if sign else "%") if self.percent else ""
-        return f"{self.shown(value):{'+' if sign else ''}.{self.digits}f}{unit}"
+    def text(self, value: float) -> str:
+        """The value as tables and cards show it: scaled, rounded, with its unit (a change: change_text)."""
+        return f"{self.shown(value):.{self.digits}f}{'%' if self.percent else ''}"
 
 
 HEADLINE = (
