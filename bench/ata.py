@@ -32,7 +32,9 @@ from bench.common import (
     ratio,
     runs_note,
     set_seeds,
+    train_arms,
 )
+
 
 def _eager_copy(model):
     """Mean pooling with eager attention: the timing baseline that ATA's kernel choice should be judged against."""
@@ -59,8 +61,6 @@ def run(opts: Options) -> None:
     from core.models.loading import load_model
     from core.reproduce import ata as reproduction
     from core.reproduce.experiment import Setup
-    from core.reproduce.job import run_arms
-    from core.runs.store import RunStore
     from core.training.trainer import set_pooling
 
     set_seeds()
@@ -79,12 +79,8 @@ def run(opts: Options) -> None:
                                     warmup={name: (lambda m=m: encode(m, warm)) for name, m in timed.items()},
                                     budget_s=30 if opts.quick else 120)
 
-    store = RunStore()
-    outcomes = run_arms(store, None, reproduction.arms(DATA, Setup(opts.quick, "all-MiniLM-L6-v2")))
-    runs = {o.config["pooling"]: store.get(o.run_id) for o in outcomes.values()}
-    results = {pooling: {"before": r.before, "after": r.metrics_after, **(r.progress.get("summary") or {})}
-               for pooling, r in runs.items()}
-    saved = Path(runs["ata"].artefacts["model"])
+    results = train_arms(reproduction.arms(DATA, Setup(opts.quick, "all-MiniLM-L6-v2")), by="pooling")
+    saved = Path(results["ata"]["run"].artefacts["model"])
     reloaded = sts_spearman(load_model(str(saved), "cpu"), stsb)
     plain = _plain_load(saved)
 

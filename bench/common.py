@@ -173,12 +173,17 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
 
 
-def reproduce(name: str, quick: bool, extra=()) -> tuple[dict, dict]:
+def recorded(run) -> dict:
+    """What a finished run recorded, flat: its evaluations before and after and its summary (examples, steps,
+    timings, train_loss, ...), and the run itself."""
+    return {"run": run, "before": run.before, "after": run.metrics_after, **(run.progress.get("summary") or {})}
+
+
+def reproduce(name: str, quick: bool) -> tuple[dict, dict[str, dict]]:
     """A reproduction (core.reproduce) run in this process into the benchmark's home, as `python -m core reproduce
-    NAME --data DATA` runs it, plus `extra` arms (core.reproduce.experiment.Arm) as further children of the same
-    run: (the reproduction's result: name, rows, runs; every arm's Outcome and its run's timings by label)."""
+    NAME --data DATA` runs it: (its result: name, rows, runs; each arm's run as `recorded`, by label)."""
     from core.jobs.worker import execute
-    from core.reproduce.job import reproduction_config, run_arms
+    from core.reproduce.job import reproduction_config
     from core.runs.store import RunStore
 
     store = RunStore()
@@ -187,11 +192,18 @@ def reproduce(name: str, quick: bool, extra=()) -> tuple[dict, dict]:
     run = store.get(run_id)
     if run.status != "done":
         raise SystemExit(f"bench: the {name} reproduction ended {run.status}: {run.error}")
-    outcomes = run_arms(store, run_id, list(extra)) if extra else {}
-    arms = {label: store.get(run_id_) for label, run_id_ in run.metrics_after["runs"].items()}
-    arms |= {label: store.get(o.run_id) for label, o in outcomes.items()}
-    timings = {label: (r.progress.get("summary") or {}).get("timings", {}) for label, r in arms.items()}
-    return run.metrics_after, {"runs": arms, "timings": timings}
+    return run.metrics_after, {label: recorded(store.get(i)) for label, i in run.metrics_after["runs"].items()}
+
+
+def train_arms(arms: list, by: str | None = None) -> dict[str, dict]:
+    """Each arm (core.reproduce.experiment.Arm) trained and evaluated as a run in this process
+    (core.reproduce.job.run_arms), `recorded`, keyed by its label or, with `by`, by that setting of its config."""
+    from core.reproduce.job import run_arms
+    from core.runs.store import RunStore
+
+    store = RunStore()
+    outcomes = run_arms(store, None, arms)
+    return {arm.config[by] if by else arm.label: recorded(store.get(outcomes[arm.label].run_id)) for arm in arms}
 
 
 # ---------------------------------------------------------------- the real app in headless Chromium

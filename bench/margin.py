@@ -23,6 +23,6 @@ def run(opts: Options) -> None:
                                         f"{small['ours'] - large['ours']:+.1f}, intervals "
                                         f"{'apart' if apart else 'overlap'}; published "
                                         f"{small['published'] - large['published']:+.1f})")
-    for label, timings in arms["timings"].items():
-        line(f"time, {label}", ", ".join(f"{k.removesuffix('_s')} {v:.0f} s" for k, v in timings.items()))
+    for label, arm in arms.items():
+        line(f"time, {label}", ", ".join(f"{k.removesuffix('_s')} {v:.0f} s" for k, v in arm["timings"].items()))
     line("timed", load_note() + "; the second arm reads the reference's evaluation and mined examples from the cache")

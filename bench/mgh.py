@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from bench.common import DATA, Options, header, line, load_note, ratio
+from bench.common import DATA, Options, header, line, load_note, ratio, train_arms
 
 BATCH = 32
 MIDDLE = ("fixed:2", "fixed:3")  # full size only
@@ -52,19 +52,13 @@ def _verdict(diff: float, se: float) -> str:
 def run(opts: Options) -> None:
     from core.reproduce import mgh
     from core.reproduce.experiment import Arm, Setup
-    from core.reproduce.job import run_arms
-    from core.runs.store import RunStore
 
     arms = mgh.arms(DATA, Setup(opts.quick, "all-MiniLM-L6-v2"))
     if not opts.quick:
         arms += [Arm(f"order {order}", {**arms[0].config, "order": order}) for order in MIDDLE]
-    store = RunStore()
-    outcomes = run_arms(store, None, arms)
-    orders = [o.config["order"] for o in outcomes.values()]
-    runs = {o.config["order"]: store.get(o.run_id) for o in outcomes.values()}
-    results = {order: {"before": r.before, "after": r.metrics_after, **(r.progress.get("summary") or {})}
-               for order, r in runs.items()}
-    losses = {order: [(p["step"], p["loss"]) for p in r.losses] for order, r in runs.items()}
+    results = train_arms(arms, by="order")
+    orders = list(results)
+    losses = {order: [(p["step"], p["loss"]) for p in r["run"].losses] for order, r in results.items()}
 
     first = results[orders[0]]
     before, stats = first["before"], first["examples"]
@@ -99,7 +93,7 @@ def run(opts: Options) -> None:
                     + f" ({_steps_word(quarters)}); train {r['timings']['train_s']:.0f} s "
                       f"(x{ratio(r['timings']['train_s'], base_time)})")
     for order in ("curriculum", "reverse"):
-        phases = runs[order].progress.get("phases") or []
+        phases = results[order]["run"].progress.get("phases") or []
         line(f"{order}: band boundaries (loss curve)", ", ".join(f"{p['label']} from step {p['step']}" for p in phases))
 
     p = results["curriculum"]["after"]["knn_accuracy"]
