@@ -239,7 +239,9 @@ def _print_maps(r: dict) -> None:
 # --- training, sweeps, runs, export ----------------------------------------------------------
 
 def _add_flag(p: argparse.ArgumentParser, param: Param, help: str) -> None:
-    """One flag per setting; values stay strings so TrainConfig parses them (a bad one exits 2 with one line)."""
+    """One flag per setting; values stay strings so TrainConfig parses them (a bad one exits 2 with one line). A
+    setting's help is plain text, so its '%' is escaped for argparse, which reads it as a format."""
+    help = help.replace("%", "%%")
     if param.type is bool:
         p.add_argument(param.flag, action="store_true", default=None, help=help)
     else:

@@ -49,3 +49,14 @@ def test_sst2_reference_row_matches_published(capsys):
     out = json.loads(capsys.readouterr().out)
     assert 60 <= out["polarity"] <= 67 and 44 <= out["similarity"] <= 50
     assert out["n_queries"] == 872 and out["n_pool"] == 4360
+
+
+def test_every_command_s_help_prints():
+    """`--help` of each command exits 0: a setting's help holding '%' (RAOE's interval: "12 %") once crashed
+    argparse's formatting with a traceback for every `train --help`."""
+    from core.cli import build_parser
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name in commands:
+        with pytest.raises(SystemExit) as exit_info:
+            build_parser().parse_args([name, "--help"])
+        assert exit_info.value.code == 0, name
