@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-all bench screenshots mpnet
+.PHONY: run test test-all bench screenshots mpnet gpu-check
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+gpu-check: $(STAMP)  # on a machine with a CUDA GPU: a short run per recipe, quick points, bench throughput on the GPU
+	$(PY) -m bench.gpu_check --out gpu-check
 
 screenshots: $(STAMP)  # the browser test, saving its page screenshots into docs/screenshots
 	CONTRASTLAB_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_browser.py

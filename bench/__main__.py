@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch intra-op threads for both arms (default: torch's own choice); 1 is steadier "
                              "on a machine whose cores are busy with other work")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where the model runs in the benchmarks that take it (throughput); default cpu")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
@@ -58,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    opts = Options(quick=args.quick)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda: torch sees no CUDA device on this machine")
+    opts = Options(quick=args.quick, device=args.device)
     failed = []
     for i, name in enumerate(names):
         if i:
