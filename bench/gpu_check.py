@@ -5,7 +5,7 @@ evaluation, the quick point's cached frozen states on a GPU), so a GPU machine t
 them here:
 1. a short run of every recipe (`python -m core train --json`, 20 steps, precision auto = bf16 where the GPU has it),
    on TREC (labelled recipes), STS-B (pair recipes) and BBC News (crops); triplet again in fp16 and fp32, and with
-   ATA pooling; the three corpora's groups run side by side, each group one run after another;
+   ATA pooling; four groups of runs go side by side, each group one run after another;
 2. a quick margin point on TREC, twice (the second reads the cached frozen states);
 3. `bench throughput --device cuda`: our encode against SentenceTransformer.encode on the GPU.
 Every run's status, wall time, timings and headline figures before and after go to gpu_check.json in --out, written
@@ -27,15 +27,15 @@ from pathlib import Path
 from bench.common import DATA, REPO
 
 STEPS = 20
-GROUPS = {  # corpus file: the runs on it, each (label, extra flags)
-    "trec.csv": [(r, ["--recipe", r]) for r in ("triplet", "contrastive", "online_contrastive", "mnrl", "cosine",
-                                                  "mgh", "listmle")]
-                + [("triplet fp16", ["--recipe", "triplet", "--precision", "fp16"]),
-                   ("triplet fp32", ["--recipe", "triplet", "--precision", "fp32"]),
-                   ("triplet ata", ["--recipe", "triplet", "--pooling", "ata"])],
-    "stsb.csv": [(r, ["--recipe", r]) for r in ("cosent", "angle", "raoe", "raoe_rank", "raoe_angle")],
-    "bbc_news.csv": [(r, ["--recipe", r]) for r in ("crop", "dropout")],
-}
+GROUPS = [  # (corpus file, its runs: each (label, extra flags)); the groups run side by side
+    ("trec.csv", [(r, ["--recipe", r]) for r in ("triplet", "contrastive", "online_contrastive", "mnrl", "cosine")]),
+    ("trec.csv", [(r, ["--recipe", r]) for r in ("mgh", "listmle")]
+     + [("triplet fp16", ["--recipe", "triplet", "--precision", "fp16"]),
+        ("triplet fp32", ["--recipe", "triplet", "--precision", "fp32"]),
+        ("triplet ata", ["--recipe", "triplet", "--pooling", "ata"])]),
+    ("stsb.csv", [(r, ["--recipe", r]) for r in ("cosent", "angle", "raoe", "raoe_rank", "raoe_angle")]),
+    ("bbc_news.csv", [(r, ["--recipe", r]) for r in ("crop", "dropout")]),
+]
 HEADLINE = ("knn_accuracy", "polarity", "similarity", "sts_spearman", "ordering_accuracy")
 
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu-check: torch sees no CUDA device on this machine", file=sys.stderr)
         return 2
-    missing = [name for name in (*GROUPS, "sst2.csv") if not (args.data / name).is_file()]
+    missing = [name for name in {*(corpus for corpus, _ in GROUPS), "sst2.csv"} if not (args.data / name).is_file()]
     if missing:
         print(f"gpu-check: {', '.join(missing)} not found in {args.data}", file=sys.stderr)
         return 2
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                        "sentence_transformers": sentence_transformers.__version__})
     t0 = time.monotonic()
     threads = [threading.Thread(target=train_group, args=(args.data / name, runs, report, args.timeout))
-               for name, runs in GROUPS.items()]
+               for name, runs in GROUPS]
     threads.append(threading.Thread(target=quick_points, args=(args.data / "trec.csv", report, args.timeout)))
     for t in threads:
         t.start()
