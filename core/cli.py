@@ -200,6 +200,48 @@ def _finished_run(run_id: str):
     return run
 
 
+def _compared(store: RunStore, run_id: str):
+    """A run with figures to compare: a finished training run (its evaluation after training)."""
+    run = store.get(run_id)  # a UserError when there is none
+    if run.status != "done" or not run.metrics_after:
+        raise UserError(f"Run {run_id} is {run.status} and has no evaluation after training to compare; pick a "
+                        "finished training run (python -m core runs lists them).")
+    return run
+
+
+def cmd_compare(args) -> dict:
+    """Paired differences, run B - run A, of every figure both runs report on the same test items, with their 95%
+    intervals and p-values (core.evaluation.paired); one run: its figures after training - before."""
+    from core.evaluation.paired import compare
+
+    store = RunStore()
+    a = _compared(store, args.run_a)
+    if args.run_b is None:
+        before, after, names = a.before or {}, a.metrics_after, (f"{a.id} before", f"{a.id} after")
+    else:
+        b = _compared(store, args.run_b)
+        before, after, names = a.metrics_after, b.metrics_after, (a.id, b.id)
+    diffs, notes = compare(before, after)
+    if not diffs and not notes:
+        raise UserError(f"{names[0]} and {names[1]} report no figure in common (one is a labelled-text run, the "
+                        "other a pair or list run?); compare runs on the same corpus.")
+    return {"a": names[0], "b": names[1], "metrics": [d.as_dict() for d in diffs], "notes": notes}
+
+
+def _print_compare(r: dict) -> None:
+    from core.evaluation.headline import HEADLINE
+
+    metric = {m.key: m for m in HEADLINE}
+    print(f"b = {r['b']}, a = {r['a']}; b - a with its paired 95% interval (bootstrap over the test items)")
+    for d in r["metrics"]:
+        m = metric[d["name"]]
+        extra = "" if d["mcnemar_p"] is None else f" (McNemar p = {d['mcnemar_p']:.3f})"
+        print(f"  {m.short.format(k=16):<18} {m.text(d['a'])} -> {m.text(d['b'])}  "
+              f"{m.difference_text(d['delta'], d['ci_low'], d['ci_high'], d['p_value'])}{extra}  n = {d['n']}")
+    for note in r["notes"]:
+        print(f"  not compared: {note}")
+
+
 def _print_evaluate(r: dict) -> None:
     if r["kind"] == "lists":
         print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} "
@@ -584,6 +626,7 @@ COMMANDS: dict[str, tuple[Callable, Callable]] = {
     "sweep": (cmd_sweep, _print_sweep),
     "reproduce": (cmd_reproduce, _print_reproduce),
     "runs": (cmd_runs, _print_runs),
+    "compare": (cmd_compare, _print_compare),
     "export": (cmd_export, _print_export),
 }
 
@@ -657,6 +700,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true")
     rs = sub.add_parser("runs", help="list runs")
     rs.add_argument("--json", action="store_true")
+    cp = sub.add_parser("compare", help="is a difference real? two runs' figures on the same test items, paired: "
+                        "run B - run A with 95%% intervals and p-values (one run: after - before)")
+    cp.add_argument("run_a")
+    cp.add_argument("run_b", nargs="?", help="default: RUN_A's own figures before training")
+    cp.add_argument("--json", action="store_true")
     ex = sub.add_parser("export", help="export a finished run's model, card, config and embeddings")
     ex.add_argument("run_id")
     ex.add_argument("--out", required=True)

@@ -113,6 +113,11 @@ def result_entry(key_parts: object) -> Path:
     return cache_dir("results") / f"{key_hash(key_parts)}.json"
 
 
+def items_entry(ref: str) -> Path:
+    """What an evaluation kept of each test item (core.evaluation.items), named by the hash of its result's key."""
+    return cache_dir("items") / f"{ref}.npz"
+
+
 def examples_entry(corpus_key: str, model_fingerprint: str, fmt: str, settings: Sequence[object]) -> Path:
     """Mined examples: a Parquet frame, its stats in the entry's sidecar (cached_frame)."""
     payload = json.dumps([corpus_key, model_fingerprint, fmt, *settings])
@@ -253,6 +258,21 @@ def cached_array(path: Path, compute: Callable[[], np.ndarray], shape: Sequence[
     result = np.asarray(compute())
     save_array(path, result)
     return result
+
+
+def save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Several named arrays as one entry (an uncompressed .npz): what one evaluation kept of each test item."""
+    with _entry(path, {"shape": sorted(arrays)}) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def load_arrays(path: Path) -> dict[str, np.ndarray] | None:
+    """The named arrays save_arrays stored, or None when absent or unusable."""
+    def load(p: Path, _meta: dict) -> dict[str, np.ndarray]:
+        with np.load(p, allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+
+    return _load_entry(path, load, "shape", None)
 
 
 def _plain(obj: object) -> object:

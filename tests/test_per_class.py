@@ -6,12 +6,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+
 from sklearn.metrics import confusion_matrix, recall_score
 from streamlit.testing.v1 import AppTest
 
 from core.analysis.per_class_plots import confusion_figure
 from core.data.corpus import Columns, build_corpus, demo_corpus_path, load_corpus
 from core.evaluation.evaluate import EvalSettings, eval_sets, score
+from core.evaluation.items import ITEMS
 from core.evaluation.metrics import knn_accuracy, knn_predict, polarity_similarity
 from core.evaluation.per_class import (
     MAX_CONFUSION_CLASSES,
@@ -125,7 +127,8 @@ def test_score_returns_per_class_beside_unchanged_headline(labels):
     assert [row["class"] for row in rows] == corpus.classes
     assert sum(row["n"] for row in rows) == out["n_queries"] == len(corpus.test_texts)
     assert sum(row["knn_recall"] * row["n"] for row in rows) / out["n_queries"] == pytest.approx(out["knn_accuracy"])
-    assert json.loads(json.dumps(out)) == out  # JSON-ready as the run store and the CLI write it
+    assert set(out.pop(ITEMS)) == {"polarity", "similarity", "knn_pred", "knn_label", "knn_neighbours"}
+    assert json.loads(json.dumps(out)) == out  # the rest JSON-ready as the run store and the CLI write it
     assert all(isinstance(out[key], float) for key in ("polarity", "similarity", "knn_accuracy"))
 
 

@@ -16,7 +16,7 @@ from core.models.encode import encode
 from tests.conftest import shared_data
 
 WORDS = "the cat dog sat ran on a mat big small red house tree river over under blue green old young".split()
-PAIR_KEYS = {"kind", "model", "sts_spearman", "sts_spearman_ci", "n_pairs", "target_split"}
+PAIR_KEYS = {"kind", "model", "sts_spearman", "sts_spearman_ci", "n_pairs", "target_split", "items"}
 
 
 def pair_table(n_test: int = 30, n_train: int = 10, scores: list[float] | None = None) -> pd.DataFrame:

@@ -20,16 +20,18 @@ from typing import Union
 from core.data.corpus import Corpus
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
+from core.evaluation import items as per_item
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate
+from core.evaluation.items import ITEMS, ITEMS_OF
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
-from core.evaluation.sts import evaluate_pairs, pair_texts, sts_spearman
+from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
 from core.evaluation.uncertainty import proportion_ci, spearman_ci
 from core.models.loading import model_fingerprint
 from core.models.rates import EncodeClock, record_rate
-from core.storage import cached_json, result_entry
+from core.storage import cached_json, key_hash, result_entry
 
 AnyCorpus = Union[Corpus, PairCorpus, ListCorpus]
-RESULT_VERSION = 2  # part of the result cache's key: raise it when what an evaluation returns changes
+RESULT_VERSION = 3  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
 def evaluation_texts(corpus: AnyCorpus, settings: EvalSettings = EvalSettings(), sts: PairCorpus | None = None,
@@ -60,10 +62,17 @@ def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progre
     else:
         result = evaluate(model, reference, corpus, settings, progress=progress, layers=layers)
         result["kind"] = "labelled"
+        result[ITEMS_OF] = {"texts": key_hash([corpus.fingerprint, asdict(settings)])}
+    parts = []
     if lists is not None and lists is not corpus:
-        result.update(ordering_metrics(model, lists, progress=report("target lists")))
+        parts.append(ordering_metrics(model, lists, progress=report("target lists")))
     if sts is not None:
-        result["sts_spearman"] = sts_spearman(model, sts, progress=report("STS pairs"))
+        parts.append(sts_scored(model, sts, progress=report("STS pairs")))
+    for part in parts:  # their per-item arrays join the corpus's own
+        items, of = part.pop(ITEMS, {}), part.pop(ITEMS_OF, {})
+        result.update(part)
+        result.setdefault(ITEMS, {}).update(items)
+        result.setdefault(ITEMS_OF, {}).update(of)
     sts_pairs = sts if sts is not None else corpus if isinstance(corpus, PairCorpus) else None
     return with_intervals(result, len(sts_pairs.test) if sts_pairs is not None else 0)
 
@@ -125,8 +134,16 @@ def evaluate_corpus(model, reference, corpus: AnyCorpus, settings: EvalSettings 
            sts.fingerprint if sts is not None else None,
            lists.fingerprint if lists is not None and lists is not corpus else None]
     computed: list[bool] = []
-    stored = cached_json(result_entry(key), lambda: computed.append(True) or _timed(
-        model, reference, corpus, settings, progress, sts, lists, layers))
+
+    def compute() -> dict:
+        computed.append(True)
+        result = _timed(model, reference, corpus, settings, progress, sts, lists, layers)
+        ref = key_hash(key)  # the per-item arrays are stored apart; the result names them
+        per_item.save(ref, result.pop(ITEMS, {}))
+        result["items"] = {"ref": ref, "of": result.pop(ITEMS_OF, {})}
+        return result
+
+    stored = cached_json(result_entry(key), compute)
     result = {k: v for k, v in stored.items() if k != "timing"}
     if timing is not None:
         timing.update(stored.get("timing") or {}, cached=not computed)

@@ -11,13 +11,14 @@ import numpy as np
 from core.data.corpus import Corpus
 from core.errors import UserError
 from core.evaluation.metrics import (
-    knn_predict,
+    knn_vote,
     layerwise_knn_accuracy,
     linear_cka,
     linear_probe_accuracy,
     polarity_similarity,
     sample_pool,
 )
+from core.evaluation.items import ITEMS, NEIGHBOURS
 from core.evaluation.per_class import per_class
 from core.evaluation.uncertainty import target_intervals
 from core.models.encode import encode_cached
@@ -86,8 +87,9 @@ def score(
     ref_test: np.ndarray,
 ) -> dict:
     """All headline metrics from embeddings of `sets.train_rows` and of the test split, under "per_class" the
-    per-class figures (core.evaluation.per_class) from the same retrieval and kNN votes, and under "uncertainty" the
-    standard errors and bootstrap CIs of P and S (core.evaluation.uncertainty)."""
+    per-class figures (core.evaluation.per_class) from the same retrieval and kNN votes, under "uncertainty" the
+    standard errors and bootstrap CIs of P and S (core.evaluation.uncertainty), and under ITEMS each test text's
+    arrays (core.evaluation.items), which evaluate_corpus stores apart: the rest is JSON-ready."""
     train_labels = sets.train_labels
     ps = polarity_similarity(
         model_test,
@@ -102,8 +104,11 @@ def score(
     knn_x, knn_y = model_train[sets.knn_pos], train_labels[sets.knn_pos]
     out = ps.as_dict()
     out["uncertainty"] = target_intervals(ps.target_polarity, ps.target_similarity)
-    predicted = knn_predict(knn_x, knn_y, model_test, settings.knn_k, settings.knn_metric)
+    predicted, neighbours = knn_vote(knn_x, knn_y, model_test, settings.knn_k, settings.knn_metric)
     out["knn_accuracy"] = float((predicted == corpus.test_labels).mean())  # as metrics.knn_accuracy
+    out[ITEMS] = {"polarity": ps.target_polarity, "similarity": ps.target_similarity, "knn_pred": predicted,
+                  "knn_label": np.asarray(corpus.test_labels),
+                  "knn_neighbours": sets.knn[neighbours[:, :NEIGHBOURS]].astype(np.int32)}
     if settings.linear_probe:
         out["linear_accuracy"] = linear_probe_accuracy(knn_x, knn_y, model_test, corpus.test_labels, settings.seed)
     out["n_knn_train"] = len(sets.knn)

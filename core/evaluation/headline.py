@@ -35,9 +35,25 @@ class Metric:
         which would read as relative."""
         return f"{self.shown_change(before, after):+.{self.digits}f}{' pp' if self.percent else ''}"
 
+    def difference_text(self, delta: float, low: float | None, high: float | None, p: float | None) -> str:
+        """A paired difference (core.evaluation.paired) in the shown unit, with its 95% interval and p-value:
+        "+1.2 pp [+0.3, +2.1], p = 0.012"."""
+        scale = 100 if self.percent else 1
+        unit = " pp" if self.percent else ""
+        d = self.digits + 1  # an interval needs a digit more than the figures it separates
+        interval = "" if low is None or high is None else f" [{low * scale:+.{d}f}, {high * scale:+.{d}f}]"
+        return f"{delta * scale:+.{d}f}{unit}{interval}, {p_text(p)}"
+
     def text(self, value: float) -> str:
         """The value as tables and cards show it: scaled, rounded, with its unit (a change: change_text)."""
         return f"{self.shown(value):.{self.digits}f}{'%' if self.percent else ''}"
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as a reader compares it with 0.05: three decimals, "p < 0.001" below that, "p n/a" when undefined."""
+    if p is None:
+        return "p n/a"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 HEADLINE = (

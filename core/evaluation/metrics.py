@@ -118,10 +118,11 @@ def polarity_similarity(
     )
 
 
-def knn_predict(
+def knn_vote(
     train: np.ndarray, train_labels: np.ndarray, test: np.ndarray, k: int = 10, metric: str = "euclidean"
-) -> np.ndarray:
-    """Majority vote of the k nearest training points; a tie goes to the tied class with the nearest vote."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Majority vote of the k nearest training points (a tie goes to the tied class with the nearest vote), and
+    the neighbours' row indices into `train`, nearest first."""
     _, idx = search(test, train, k, metric)
     labels = np.asarray(train_labels)[idx]  # (n, k)
     n_classes = int(np.max(train_labels)) + 1
@@ -131,7 +132,14 @@ def knn_predict(
     weight = 1.0 + 1e-3 * 0.5 ** np.arange(k_eff)
     votes = np.zeros((len(labels), n_classes))
     np.add.at(votes, (np.arange(len(labels))[:, None], labels), weight)
-    return votes.argmax(1)
+    return votes.argmax(1), idx
+
+
+def knn_predict(
+    train: np.ndarray, train_labels: np.ndarray, test: np.ndarray, k: int = 10, metric: str = "euclidean"
+) -> np.ndarray:
+    """The kNN vote's class for each test point (knn_vote)."""
+    return knn_vote(train, train_labels, test, k, metric)[0]
 
 
 def knn_accuracy(

@@ -9,6 +9,7 @@ from scipy.stats import kendalltau
 
 from core.data.lists import ListCorpus, ListSplit
 from core.data.mining import unit_rows
+from core.evaluation.items import ITEMS, ITEMS_OF
 from core.models.encode import encode_cached
 
 
@@ -25,14 +26,20 @@ def in_order(rows: list[np.ndarray]) -> bool:
     return all(bool(np.all(np.diff(row) < 0)) for row in rows)
 
 
-def ordering_scores(similarities: list[list[np.ndarray]]) -> dict:
-    """From each list's ordered rows (ordered_rows): the share of lists whose rows the cosines all reproduce exactly,
-    and the mean over lists of the mean Kendall tau-b between each row's cosine order and the list order."""
+def list_scores(similarities: list[list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each list's score from its ordered rows (ordered_rows): 1 where the cosines reproduce every row's order
+    exactly, else 0; and the mean Kendall tau-b between each row's cosine order and the list order."""
     exact, taus = [], []
     for rows in similarities:
         exact.append(in_order(rows))
         row_taus = [kendalltau(-np.arange(len(row)), row).statistic for row in rows]
         taus.append(float(np.mean([0.0 if np.isnan(t) else t for t in row_taus])))  # all cosines equal: no order
+    return np.asarray(exact, dtype=np.float64), np.asarray(taus, dtype=np.float64)
+
+
+def ordering_scores(similarities: list[list[np.ndarray]]) -> dict:
+    """The share of lists in exact order and the mean over lists of their Kendall tau (list_scores)."""
+    exact, taus = list_scores(similarities)
     return {"ordering_accuracy": float(np.mean(exact)), "kendall_tau": float(np.mean(taus)), "n_lists": len(exact)}
 
 
@@ -56,10 +63,12 @@ def list_similarities(model, split: ListSplit, shape: str, progress=None) -> lis
 
 
 def ordering_metrics(model, lists: ListCorpus, progress=None) -> dict:
-    """Ordering accuracy and Kendall tau on the target lists, on the rows their shape orders."""
-    out = ordering_scores(list_similarities(model, lists.test, lists.shape, progress))
-    out["list_split"], out["list_shape"] = lists.target_split, lists.shape
-    return out
+    """Ordering accuracy and Kendall tau on the target lists, on the rows their shape orders, with each list's
+    scores kept for paired comparisons (core.evaluation.items)."""
+    exact, taus = list_scores(list_similarities(model, lists.test, lists.shape, progress))
+    return {"ordering_accuracy": float(np.mean(exact)), "kendall_tau": float(np.mean(taus)), "n_lists": len(exact),
+            "list_split": lists.target_split, "list_shape": lists.shape,
+            ITEMS: {"list_exact": exact, "list_tau": taus}, ITEMS_OF: {"lists": lists.fingerprint}}
 
 
 def evaluate_lists(model, lists: ListCorpus, model_name: str, progress=None) -> dict:

@@ -10,6 +10,7 @@ from scipy.stats import spearmanr
 from core.data.mining import unit_rows
 from core.data.pairs import PairCorpus
 from core.errors import UserError
+from core.evaluation.items import ITEMS, ITEMS_OF
 from core.models.encode import encode_cached
 
 
@@ -18,13 +19,12 @@ def pair_texts(pairs: PairCorpus) -> list[str]:
     return list(dict.fromkeys([*pairs.test.text1, *pairs.test.text2]))
 
 
-def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64,
-                 progress: Callable[[int, int], None] | None = None) -> float | None:
-    """Spearman correlation x 100 between cosine and gold score on the target split; None without a score column.
+def pair_cosines(model, pairs: PairCorpus, batch_size: int = 64,
+                 progress: Callable[[int, int], None] | None = None) -> np.ndarray | None:
+    """The model's cosine of each target pair; None without a score column (nothing to rank against).
 
-    The figure sentence-transformers' EmbeddingSimilarityEvaluator gives (cosine of each pair, scipy's Spearman;
-    tests/test_sts.py checks they agree), but every distinct text is encoded once, through the embedding cache: a
-    run's before-evaluation and the Corpus page read the reference's pass instead of encoding the pairs again.
+    Every distinct text is encoded once, through the embedding cache: a run's before-evaluation and the Corpus page
+    read the reference's pass instead of encoding the pairs again.
     """
     if pairs.columns.score is None:
         return None
@@ -37,12 +37,33 @@ def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64,
     row = {text: i for i, text in enumerate(texts)}
     first = emb[[row[t] for t in target.text1]]
     second = emb[[row[t] for t in target.text2]]
-    cosine = (first * second).sum(axis=1)
-    return 100 * float(spearmanr(cosine, np.asarray(target.scores, dtype=np.float64)).statistic)
+    return (first * second).sum(axis=1)
+
+
+def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | None = None) -> dict:
+    """STS Spearman on the target pairs, with each pair's cosine and gold score kept for paired comparisons
+    (core.evaluation.items); {"sts_spearman": None} without a score column."""
+    cosine = pair_cosines(model, pairs, progress=progress)
+    if cosine is None:
+        return {"sts_spearman": None}
+    gold = np.asarray(pairs.test.scores, dtype=np.float64)
+    return {"sts_spearman": 100 * float(spearmanr(cosine, gold).statistic),
+            ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold}, ITEMS_OF: {"pairs": pairs.fingerprint}}
+
+
+def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64,
+                 progress: Callable[[int, int], None] | None = None) -> float | None:
+    """Spearman correlation x 100 between cosine and gold score on the target split; None without a score column.
+    The figure sentence-transformers' EmbeddingSimilarityEvaluator gives (cosine of each pair, scipy's Spearman;
+    tests/test_sts.py checks they agree)."""
+    cosine = pair_cosines(model, pairs, batch_size, progress)
+    if cosine is None:
+        return None
+    return 100 * float(spearmanr(cosine, np.asarray(pairs.test.scores, dtype=np.float64)).statistic)
 
 
 def evaluate_pairs(model, pairs: PairCorpus, model_name: str,
                    progress: Callable[[int, int], None] | None = None) -> dict:
     """What a pair corpus is judged by, shaped like evaluate()'s result: STS Spearman on its target split."""
-    return {"kind": "pairs", "model": model_name, "sts_spearman": sts_spearman(model, pairs, progress=progress),
+    return {"kind": "pairs", "model": model_name, **sts_scored(model, pairs, progress),
             "n_pairs": len(pairs.test), "target_split": pairs.target_split}

@@ -1,0 +1,134 @@
+"""Is a difference between two evaluations of the same test items real? (docs/definitions.md, Paired comparisons)
+
+Both evaluations scored the same items (target texts for P@k / S@k and kNN, scored pairs for STS Spearman, target
+lists for the ordering metrics), so they are compared paired: each of RESAMPLES bootstrap resamples draws the items
+with replacement ONCE and recomputes both figures on that draw, and the 95% interval of the difference (b - a) is
+the percentiles of those differences. Item-to-item variation common to both models cancels, which is why the paired
+interval of a difference is much narrower than the two figures' own intervals side by side.
+
+The two-sided p-value is the bootstrap's: twice the smaller share of resampled differences on either side of zero
+(at most 1), so p < 0.05 exactly when the 95% percentile interval excludes 0. For kNN accuracy and exact order,
+which are shares of right / wrong items, McNemar's exact test on the items that changed side is given beside it as
+a cross-check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.stats import binomtest, rankdata
+
+from core.evaluation import items as per_item
+from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED
+
+_CHUNK_VALUES = 2_000_000  # resampled indices held at once: 16 MB, whatever the number of items
+
+# A figure from one evaluation's per-item arrays at a batch of resamples: (r, n) item indices -> r values, in the
+# units the result reports the figure in.
+Statistic = Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray]
+
+
+def _mean(name: str, scale: float) -> Statistic:
+    return lambda arrays, idx: arrays[name][idx].mean(axis=1) * scale
+
+
+def _knn_right(arrays: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
+    return (arrays["knn_pred"][idx] == arrays["knn_label"][idx]).mean(axis=1)
+
+
+def _spearman(arrays: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
+    """Spearman x 100 of cosine vs gold on each resample (ties share their mean rank, as scipy's spearmanr)."""
+    x = rankdata(arrays["sts_cos"][idx], axis=1)
+    y = rankdata(arrays["sts_gold"][idx], axis=1)
+    x -= x.mean(axis=1, keepdims=True)
+    y -= y.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a resample of tied items only has no correlation
+        return 100 * (x * y).sum(axis=1) / np.sqrt((x * x).sum(axis=1) * (y * y).sum(axis=1))
+
+
+@dataclass(frozen=True)
+class Figure:
+    statistic: Statistic
+    group: str  # the items it is computed over (core.evaluation.items.GROUPS)
+    right: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None  # per-item right / wrong: McNemar applies
+
+
+FIGURES: dict[str, Figure] = {  # every figure an evaluation reports that has per-item arrays, in result units
+    "polarity": Figure(_mean("polarity", 100), "texts"),
+    "similarity": Figure(_mean("similarity", 100), "texts"),
+    "knn_accuracy": Figure(_knn_right, "texts", lambda a: a["knn_pred"] == a["knn_label"]),
+    "sts_spearman": Figure(_spearman, "pairs"),
+    "ordering_accuracy": Figure(_mean("list_exact", 1), "lists", lambda a: a["list_exact"] > 0.5),
+    "kendall_tau": Figure(_mean("list_tau", 1), "lists"),
+}
+
+
+@dataclass(frozen=True)
+class Difference:
+    name: str
+    a: float
+    b: float
+    delta: float  # b - a
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int  # items resampled
+    mcnemar_p: float | None = None  # right / wrong figures only
+
+    def as_dict(self) -> dict:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+def resamples(n: int, count: int = RESAMPLES, seed: int = SEED) -> Iterator[np.ndarray]:
+    """The bootstrap's item indices in (r, n) batches: resample i is the i-th `integers(0, n, n)` of
+    default_rng(seed), as in core.evaluation.uncertainty, so every figure of one comparison draws the same items."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK_VALUES // max(n, 1))
+    for done in range(0, count, chunk):
+        yield rng.integers(0, n, (min(chunk, count - done), n))
+
+
+def paired_bootstrap(statistic: Statistic, a: dict[str, np.ndarray], b: dict[str, np.ndarray], n: int,
+                     count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> tuple[float, float, float]:
+    """(ci_low, ci_high, p_value) of statistic(b) - statistic(a) over the same resampled items."""
+    deltas = np.concatenate([statistic(b, idx) - statistic(a, idx) for idx in resamples(n, count, seed)])
+    deltas = deltas[np.isfinite(deltas)]
+    if len(deltas) == 0:
+        return math.nan, math.nan, math.nan
+    low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
+    p = min(1.0, 2 * min(float((deltas <= 0).mean()), float((deltas >= 0).mean())))
+    return float(low), float(high), p
+
+
+def mcnemar(right_a: np.ndarray, right_b: np.ndarray) -> float:
+    """McNemar's exact two-sided p-value: of the items only one model gets right, is each model's share 1/2?"""
+    only_a = int(np.sum(right_a & ~right_b))
+    only_b = int(np.sum(~right_a & right_b))
+    return 1.0 if only_a + only_b == 0 else float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED) -> tuple[list[Difference], list[str]]:
+    """The paired differences b - a of every figure both evaluation results report on the same items, and a note
+    for each figure both report that cannot be compared paired (other items, or no per-item arrays kept)."""
+    arrays_a, arrays_b = per_item.load(a), per_item.load(b)
+    out, notes = [], []
+    for name, figure in FIGURES.items():
+        if a.get(name) is None or b.get(name) is None:
+            continue
+        if not per_item.same_items(a, b, figure.group):
+            notes.append(f"{name}: the two evaluations scored different {figure.group}")
+            continue
+        if arrays_a is None or arrays_b is None:
+            notes.append(f"{name}: per-item figures are not kept for "
+                         f"{'both evaluations' if arrays_a is None and arrays_b is None else 'one evaluation'} "
+                         "(evaluated before they were, or the cache was cleared); evaluate again to compare")
+            continue
+        n = len(next(v for k, v in arrays_a.items() if per_item.GROUPS[k] == figure.group))
+        low, high, p = paired_bootstrap(figure.statistic, arrays_a, arrays_b, n, count, seed)
+        exact = None if figure.right is None else mcnemar(figure.right(arrays_a), figure.right(arrays_b))
+        va, vb = float(a[name]), float(b[name])
+        out.append(Difference(name, va, vb, vb - va, low, high, p, n, exact))
+    return out, notes

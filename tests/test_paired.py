@@ -1,0 +1,148 @@
+"""Paired comparisons of two evaluations on the same test items (core.evaluation.paired): the bootstrap equals a
+direct loop over resamples and a closed form on a toy case, a run against itself is a difference of 0 with the
+interval [0, 0] and p = 1, McNemar matches its binomial, evaluations keep their per-item arrays, and `compare`
+prints the issue's JSON and refuses what it cannot compare in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest, spearmanr
+
+from core.cli import main
+from core.evaluation import items as per_item
+from core.evaluation.paired import FIGURES, compare, mcnemar, paired_bootstrap, resamples
+from tests.conftest import train_tiny_run
+
+
+def test_the_bootstrap_equals_a_direct_loop_over_resamples():
+    rng = np.random.default_rng(5)
+    a, b = {"polarity": rng.random(37)}, {"polarity": rng.random(37)}
+    low, high, p = paired_bootstrap(FIGURES["polarity"].statistic, a, b, 37, count=500, seed=3)
+    draws = np.random.default_rng(3)
+    deltas = []
+    for _ in range(500):  # resample i is the i-th integers(0, n, n)
+        idx = draws.integers(0, 37, 37)
+        deltas.append(100 * (b["polarity"][idx].mean() - a["polarity"][idx].mean()))
+    deltas = np.array(deltas)
+    assert (low, high) == pytest.approx(tuple(np.quantile(deltas, [0.025, 0.975])), abs=1e-12)
+    assert p == pytest.approx(min(1.0, 2 * min((deltas <= 0).mean(), (deltas >= 0).mean())))
+
+
+def test_the_bootstrap_matches_closed_forms():
+    # Two items, differences 0 and 1 (x100): a resample's mean difference is 0, 0.5 or 1 with probabilities
+    # 1/4, 1/2, 1/4, so the 95% interval is [0, 1] and P(delta <= 0) = 1/4, p = 1/2.
+    a, b = {"polarity": np.zeros(2)}, {"polarity": np.array([0.0, 0.01])}
+    low, high, p = paired_bootstrap(FIGURES["polarity"].statistic, a, b, 2, count=20000)
+    assert (low, high) == (0.0, pytest.approx(1.0))
+    assert p == pytest.approx(0.5, abs=0.02)
+    # Many items: the interval of a mean difference is close to the normal one, mean +- 1.96 sd / sqrt(n).
+    rng = np.random.default_rng(0)
+    x = rng.random(4000)
+    a, b = {"similarity": x}, {"similarity": x + rng.normal(0.01, 0.05, 4000)}
+    low, high, _ = paired_bootstrap(FIGURES["similarity"].statistic, a, b, 4000, count=4000)
+    d = 100 * (b["similarity"] - a["similarity"])
+    half = 1.96 * d.std(ddof=1) / math.sqrt(len(d))
+    assert low == pytest.approx(d.mean() - half, abs=0.1 * half)
+    assert high == pytest.approx(d.mean() + half, abs=0.1 * half)
+
+
+def test_the_spearman_statistic_is_scipys_on_each_resample():
+    rng = np.random.default_rng(1)
+    arrays = {"sts_cos": rng.random(50), "sts_gold": np.round(rng.random(50) * 5, 0)}  # tied gold scores
+    idx = next(resamples(50, count=3))
+    got = FIGURES["sts_spearman"].statistic(arrays, idx)
+    for row, value in zip(idx, got):
+        assert value == pytest.approx(100 * spearmanr(arrays["sts_cos"][row], arrays["sts_gold"][row]).statistic)
+
+
+def test_mcnemar_is_the_exact_binomial_of_the_items_that_changed_side():
+    right_a = np.array([1, 1, 0, 0, 0, 0, 0, 0, 1, 0], bool)
+    right_b = np.array([1, 0, 1, 1, 1, 1, 1, 1, 1, 0], bool)  # 1 only A, 6 only B
+    assert mcnemar(right_a, right_b) == pytest.approx(binomtest(1, 7, 0.5).pvalue)
+    assert mcnemar(right_a, right_a) == 1.0
+
+
+def _result(of: dict, ref: str, arrays: dict, **figures) -> dict:
+    per_item.save(ref, arrays)
+    return {**figures, "items": {"ref": ref, "of": of}}
+
+
+def test_a_result_against_itself_differs_by_zero_with_interval_zero_and_p_one():
+    rng = np.random.default_rng(2)
+    arrays = {"polarity": rng.random(30), "similarity": rng.random(30), "knn_pred": rng.integers(0, 3, 30),
+              "knn_label": rng.integers(0, 3, 30)}
+    r = _result({"texts": "t"}, "self", arrays, polarity=50.0, similarity=40.0, knn_accuracy=0.3)
+    diffs, notes = compare(r, r)
+    assert notes == [] and [d.name for d in diffs] == ["polarity", "similarity", "knn_accuracy"]
+    for d in diffs:
+        assert (d.delta, d.ci_low, d.ci_high, d.p_value) == (0.0, 0.0, 0.0, 1.0)
+    assert diffs[2].mcnemar_p == 1.0
+
+
+def test_figures_of_other_items_or_without_arrays_are_named_not_compared():
+    arrays = {"sts_cos": np.arange(12.0), "sts_gold": np.arange(12.0)}
+    a = _result({"pairs": "stsb"}, "a", arrays, sts_spearman=100.0)
+    other = _result({"pairs": "sick"}, "b", arrays, sts_spearman=100.0)
+    diffs, notes = compare(a, other)
+    assert diffs == [] and notes == ["sts_spearman: the two evaluations scored different pairs"]
+    old = {"sts_spearman": 90.0, "items": {"ref": "gone", "of": {"pairs": "stsb"}}}
+    diffs, notes = compare(a, old)
+    assert diffs == [] and "not kept for one evaluation" in notes[0]
+
+
+def test_an_evaluation_keeps_its_per_item_arrays(tiny_model, tmp_path):
+    from core.data.corpus import demo_corpus_path, load_corpus
+    from core.evaluation.corpus_eval import evaluate_corpus
+
+    corpus = load_corpus(demo_corpus_path())
+    result = evaluate_corpus(tiny_model, tiny_model, corpus)
+    arrays = per_item.load(result)
+    n = len(corpus.test_texts)
+    assert {k: len(v) for k, v in arrays.items()} == {k: n for k in ("polarity", "similarity", "knn_pred",
+                                                                        "knn_label", "knn_neighbours")}
+    assert arrays["polarity"].mean() * 100 == pytest.approx(result["polarity"])
+    assert (arrays["knn_pred"] == arrays["knn_label"]).mean() == pytest.approx(result["knn_accuracy"])
+    assert arrays["knn_neighbours"].max() < len(corpus.train_texts)
+    assert evaluate_corpus(tiny_model, tiny_model, corpus)["items"] == result["items"]  # a cache hit names them
+
+
+def test_compare_prints_paired_differences_of_two_runs(contrastlab_home, tiny_model_dir, capsys):
+    first = train_tiny_run(contrastlab_home, tiny_model_dir)
+    second = train_tiny_run(contrastlab_home, tiny_model_dir, margin=2.0)
+    assert main(["compare", first, second, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {m["name"]: m for m in out["metrics"]}
+    assert set(rows) == {"polarity", "similarity", "knn_accuracy"}
+    for row in rows.values():
+        assert set(row) >= {"name", "a", "b", "delta", "ci_low", "ci_high", "p_value"}
+        assert row["ci_low"] <= row["delta"] + 1e-9 and row["delta"] - 1e-9 <= row["ci_high"]
+        assert 0 <= row["p_value"] <= 1
+    assert main(["compare", first, first, "--json"]) == 0
+    same = json.loads(capsys.readouterr().out)["metrics"]
+    assert all((m["delta"], m["ci_low"], m["ci_high"], m["p_value"]) == (0, 0, 0, 1) for m in same)
+    assert main(["compare", first]) == 0  # after - before of one run
+    text = capsys.readouterr().out
+    assert "before" in text and "P@16" in text and "p " in text
+
+
+def test_compare_refuses_an_unknown_or_unfinished_run_in_one_line(contrastlab_home, capsys):
+    from core.runs.store import RunStore
+
+    assert main(["compare", "nosuchrun"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nosuchrun" in err[0]
+    queued = RunStore().create("train", {"corpus": "x.csv"})
+    assert main(["compare", queued]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "queued" in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize("args", [["compare"], ["compare", "a", "b", "c"]])
+def test_compare_usage_errors_exit_2(args):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
