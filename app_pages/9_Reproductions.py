@@ -32,7 +32,7 @@ for experiment in EXPERIMENTS.values():
     with st.container(border=True):
         st.subheader(experiment.title)
         st.caption(experiment.paper)
-        st.markdown("Reads " + "; ".join(f"`{s.file}` ({s.holds})" for s in experiment.sources))
+        st.markdown("Reads " + "; ".join(f"`{s.file}` ({s.described})" for s in experiment.sources))
         if done is not None:
             result = done.metrics_after or {}
             st.table(pd.DataFrame([{"claim": r["claim"], "published": published_text(r), "ours [95% CI]":

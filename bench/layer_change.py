@@ -10,7 +10,7 @@ states the Layers page uses; on BBC News a seeded 600 of the train documents, as
 
 (a) supervised: TripletLoss (cosine distance, margin 0.1) on 2,000 mined SST-2 triplets, 1 epoch, batch 32;
 (b) self-supervised: crop pairs (two different 2-sentence chunks of one document) from the BBC News train documents,
-    MNRL scale 20, 100 batches of 32, starting from all-MiniLM-L6-v2 (bench/crops.py starts from a random BERT).
+    MNRL scale 20, 100 batches of 32, starting from all-MiniLM-L6-v2.
 
 The answer to "does the last layer change most?" is computed from the CKA values (the lowest), not asserted.
 Whatever comes out is printed as it is.

@@ -13,6 +13,7 @@ import pytest
 import core.jobs.launch
 import core.jobs.worker
 from core.cli import main
+from core.errors import UserError
 from core.reproduce import EXPERIMENTS
 from core.reproduce.experiment import Outcome, Setup
 from core.reproduce.job import arms_of, latest
@@ -50,6 +51,52 @@ def test_every_experiment_declares_runs_that_validate_on_its_own_files(quick, ti
         for arm in arms:
             assert arm.config["corpus"] in files and arm.config["model"] == model, (name, arm.label)
             assert arm.config.get("sts_corpus") in files | {None}, (name, arm.label)
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_raoe_and_crops_train_their_ablations_at_full_size_only(quick, tmp_path, monkeypatch):
+    """The arms bench raoe and bench crops read from their reproductions: a lost arm would drop its row silently."""
+    from core.reproduce import crops, raoe
+
+    data, setup = Path("/data"), Setup(quick, "all-MiniLM-L6-v2")
+    stage2 = ["CoSENT", "AnglE", "RAOE stage 2 (L_rank, s = gold score)"]
+    stage1 = ["RAOE stage 1 (full loss)", "RAOE stage 1, L_rank only", "RAOE stage 1, L_angle only",
+              "RAOE stage 1, gate on labels only", "RAOE stage 1, gate on scores only"]
+    monkeypatch.setattr(raoe, "MPNET", tmp_path / "missing")
+    assert [a.label for a in raoe.arms(data, setup)] == stage2 + ([] if quick else stage1)
+    (tmp_path / "modules.json").write_text("[]")
+    monkeypatch.setattr(raoe, "MPNET", tmp_path)  # `make mpnet` installed it: stage 1 with it as the teacher too
+    mpnet = [a for a in raoe.arms(data, setup) if a.label == raoe.MPNET_LABEL]
+    assert [a.config["teacher"] for a in mpnet] == ([] if quick else [str(tmp_path)])
+
+    arms = {a.label: a.config for a in crops.arms(data, setup)}
+    assert list(arms) == ["crops", "dropout (baseline)"] + ([] if quick else [crops.TOP_ARM])
+    if not quick:  # all-MiniLM-L6-v2 has 6 layers: the embeddings and the first 4 frozen
+        top = arms[crops.TOP_ARM]
+        assert (top["recipe"], top["freeze_embeddings"], top["freeze_layers"]) == ("crop", True, 4)
+
+
+def test_the_full_raoe_and_crops_tables_have_a_row_per_arm(tmp_path, monkeypatch):
+    from core.reproduce import raoe
+
+    monkeypatch.setattr(raoe, "MPNET", tmp_path / "missing")
+    metrics = {"sts_spearman": 80.0, "sts_spearman_ci": [79.0, 81.0], "knn_accuracy": 0.9,
+               "knn_accuracy_ci": [0.88, 0.92]}
+    tables = {}
+    for name in ("raoe", "crops"):
+        arms = arms_of({"name": name, "data": "/data", "quick": False, "model": "all-MiniLM-L6-v2"})
+        outcomes = {a.label: Outcome("r", a.config, metrics, metrics) for a in arms}
+        tables[name] = EXPERIMENTS[name].rows(outcomes, Setup(False, "all-MiniLM-L6-v2"))
+    assert [r.published for r in tables["raoe"]] == [None, 78.99, 85.64, 88.55, 87.59, 84.31, 84.02, 76.79, 84.30]
+    assert all("average of 7 STS tasks" in r.differs for r in tables["raoe"][5:])
+    assert [r.ours for r in tables["crops"]] == [90.0] * 4 and "first 4 layers frozen" in tables["crops"][3].differs
+
+
+def test_a_quick_run_does_not_ask_for_a_file_only_the_full_run_reads(stsb_dir):
+    raoe = EXPERIMENTS["raoe"]
+    assert list(raoe.paths(stsb_dir, quick=True)) == ["stsb.csv"]
+    with pytest.raises(UserError, match="needs snli.csv.*read by the full run only"):
+        raoe.paths(stsb_dir, quick=False)
 
 
 def test_rows_put_the_published_figure_beside_ours_and_its_interval():
@@ -93,7 +140,7 @@ def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
     (["reproduce", "raoe", "--data", "{dir}/missing"], "does not exist"),
     (["reproduce", "raoe", "--data", "{dir}/stsb.csv"], "does not exist"),
     (["reproduce", "listmle", "--data", "{dir}"], "needs snli.csv"),
-    (["reproduce", "raoe", "--data", "{dir}", "--model", "{dir}/no-such-model"], "no-such-model"),
+    (["reproduce", "raoe", "--quick", "--data", "{dir}", "--model", "{dir}/no-such-model"], "no-such-model"),
 ])
 def test_a_reproduction_that_cannot_run_is_one_line_and_exit_2(stsb_dir, argv, message, capsys):
     code = main([a.format(dir=stsb_dir) for a in argv])

@@ -14,10 +14,17 @@ from core.errors import UserError
 
 @dataclass(frozen=True)
 class Source:
-    """A file of the data folder an experiment reads, and what it must hold (for the help and the error)."""
+    """A file of the data folder an experiment reads, and what it must hold (for the help and the error);
+    `full_only`: only the full run's arms read it, so a --quick run does not ask for it."""
 
     file: str
     holds: str
+    full_only: bool = False
+
+    @property
+    def described(self) -> str:
+        """What it must hold, and when it is read where that is not always."""
+        return self.holds + ("; read by the full run only" if self.full_only else "")
 
 
 @dataclass(frozen=True)
@@ -72,16 +79,17 @@ class Experiment:
     arms: Callable[[Path, Setup], list[Arm]]  # (data folder, setup) -> the runs to train
     rows: Callable[[dict[str, Outcome], Setup], list[Row]]  # (outcome per arm label, setup) -> the table
 
-    def paths(self, data: Path) -> dict[str, Path]:
-        """The experiment's files in `data`; UserError naming the first one missing."""
+    def paths(self, data: Path, quick: bool) -> dict[str, Path]:
+        """The files in `data` that a run (--quick or full) reads; UserError naming the first one missing."""
+        sources = [s for s in self.sources if not (quick and s.full_only)]
         if not data.is_dir():
             raise UserError(f"Data folder {data} does not exist; give the folder that holds "
-                            f"{', '.join(s.file for s in self.sources)}.")
+                            f"{', '.join(s.file for s in sources)}.")
         out = {}
-        for source in self.sources:
+        for source in sources:
             path = data / source.file
             if not path.is_file():
-                raise UserError(f"reproduce {self.name} needs {source.file} in {data} ({source.holds}); it is "
+                raise UserError(f"reproduce {self.name} needs {source.file} in {data} ({source.described}); it is "
                                 f"missing.")
             out[source.file] = path.resolve()
         return out

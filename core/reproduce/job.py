@@ -20,7 +20,7 @@ def reproduction_config(name: str, data: str | Path, quick: bool, model: str | N
 
     experiment = get_experiment(name)
     folder = Path(data).expanduser().resolve()
-    experiment.paths(folder)
+    experiment.paths(folder, quick)
     config = {"name": experiment.name, "data": str(folder), "quick": bool(quick), "model": model or DEFAULT_MODEL}
     resolve_model(config["model"])
     arms_of(config)

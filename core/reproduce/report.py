@@ -11,7 +11,7 @@ def help_text() -> str:
     lines = ["Experiments (NAME) and the files each reads from --data DIR:"]
     for e in EXPERIMENTS.values():
         lines.append(f"  {e.name:<8} {e.paper}")
-        lines += [f"           {s.file}: {s.holds}" for s in e.sources]
+        lines += [f"           {s.file}: {s.described}" for s in e.sources]
     return "\n".join(lines)
 
 
