@@ -3,6 +3,8 @@ times out and cleans up, and stop_all ends one even while it is still importing.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -92,3 +94,18 @@ def test_standbys_off_and_none_started_beside_an_active_run(store, monkeypatch):
     assert standby.ensure(store) is None and _markers(store) == []
     monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "0")
     assert standby.ensure(store) is None
+
+
+def test_a_standby_forked_but_not_yet_started_counts_as_one():
+    """Between fork and exec a new standby's /proc cmdline is still its parent's: it must not be taken for a dead
+    standby whose pid was reused (stop_all then missed a standby started a moment before, under load)."""
+    child = os.fork()
+    if child == 0:  # the child stands for a spawn that has not exec'd yet
+        time.sleep(5)
+        os._exit(0)
+    try:
+        assert standby._is_standby(child)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert not standby._is_standby(child)

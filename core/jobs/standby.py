@@ -69,6 +69,8 @@ def _is_standby(pid: int) -> bool:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:  # no procfs (macOS): trust the pid
         return True
+    if pid != os.getpid() and command == Path("/proc/self/cmdline").read_bytes().split(b"\0"):
+        return True  # forked by this process and not yet exec'd: a standby spawn() started a moment ago
     return b"core.jobs.worker" in command and b"--standby" in command
 
 
