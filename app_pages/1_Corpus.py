@@ -15,6 +15,7 @@ from core.errors import UserError
 from core.evaluation.corpus_eval import evaluate_corpus
 from core.evaluation.evaluate import EvalSettings
 from core.evaluation.headline import HEADLINE
+from core.evaluation.published import KIND_METRICS, published, remove_published, set_published
 from core.models.encode import count_overlong
 from core.training.config import LIST_SHAPES
 from ui.corpus_view import (
@@ -136,21 +137,21 @@ def pick_roles(table: Table, detect, roles: dict[str, tuple[str, bool]], none: s
     return picked
 
 
-def choose_pair_columns(table: Table) -> tuple[PairColumns, bool] | None:
-    """Pickers for a pair table; None until the mapping is usable. Pairs that repeat are kept (the report counts
-    them), so duplicates are never dropped."""
+def choose_pair_columns(table: Table) -> tuple[PairColumns, bool, bool] | None:
+    """Pickers for a pair table: (columns, drop duplicates, drop leaked pairs), None until the mapping is usable.
+    Pairs that repeat are kept (the report counts them), so duplicates are never dropped."""
     roles = {"text1": ("Text1 column", True), "text2": ("Text2 column", True), "score": ("Score column", False),
              "label": ("Label column", False), "split": ("Split column", False)}
     picked = pick_roles(table, detect_pair_columns, roles, NO_COLUMN)
     if picked is not None and picked["score"] is None and picked["label"] is None:
         st.info("Pick a score column, a label column or both.")
         return None
-    return None if picked is None else (PairColumns(**picked), False)
+    return None if picked is None else (PairColumns(**picked), False, bool(st.session_state.get(DROP_LEAKED, False)))
 
 
 def choose_list_columns(table: Table) -> tuple[ListColumns, bool, bool, str] | None:
     """Pickers for a list table and its shape: (columns, drop duplicates, drop leaked texts, shape), None until the
-    mapping is usable. A list holds its members once each, so nothing is dropped."""
+    mapping is usable. A list holds its members once each, so no duplicate is dropped."""
     roles = {"list_id": ("List id column", True), "rank": ("Rank column", True), "text": ("Text column", True),
              "split": ("Split column", False)}
     picked = pick_roles(table, detect_list_columns, roles, NO_SPLIT)
@@ -158,7 +159,8 @@ def choose_list_columns(table: Table) -> tuple[ListColumns, bool, bool, str] | N
                      key=f"list_shape:{table.key}", persist_state="session",
                      help="Which rows of a list have a known order: what ListMLE trains and the ordering metrics "
                           "score (see Definitions, ListMLE post-training).")
-    return None if picked is None else (ListColumns(**picked), False, False, shape)
+    drop_leaked = bool(st.session_state.get(DROP_LEAKED, False))
+    return None if picked is None else (ListColumns(**picked), False, drop_leaked, shape)
 
 
 COLUMN_CHOICE = {"labelled": choose_columns, "pairs": choose_pair_columns, "lists": choose_list_columns}
@@ -238,24 +240,40 @@ def show_report(corpus) -> None:
 
 
 def show_leakage(corpus) -> None:
-    """Texts in both splits, which a model can score by memory; the checkbox drops them from the target split. It is
-    read before the corpus is built (choose_columns), so it stays while the report shows texts to drop or dropped."""
+    """Target items (texts, pairs, lists) that are also training items, which a model can score by memory; the
+    checkbox drops them from the target split. It is read before the corpus is built (choose_columns and the pair
+    and list pickers), so it stays while the report shows items to drop or dropped. Pairs and lists that only share
+    a text with training items (core.data.leakage) get their own warning: nothing drops those."""
     report, target = corpus.report, corpus.target_split
-    examples = [literal(t if len(t) <= 80 else t[:79] + "…") for t in report.leaked_examples]
-    if report.leaked > len(examples):
-        examples.append("…")
-    done = f"; dropped from the {target} split" if report.leaked_dropped else ", so a model can score them by memory"
-    st.warning(f"**{corpus.leakage()}**{done}. For example:\n" + "\n".join(f"- {e}" for e in examples),
-               icon=":material/content_copy:")
-    st.checkbox(f"Drop them from the {corpus.target_split} split", key=DROP_LEAKED, persist_state="session",
-                help="The training rows and the split of every other row stay as they are; the corpus fingerprint "
-                     "changes, so cached results of the two versions never mix.")
+    if report.leaked:
+        examples = [_leak_example(e) for e in report.leaked_examples]
+        if report.leaked > len(examples):
+            examples.append("…")
+        done = (f"; dropped from the {target} split" if report.leaked_dropped
+                else ", so a model can score them by memory")
+        st.warning(f"**{corpus.leakage()}**{done}. For example:\n" + "\n".join(f"- {e}" for e in examples),
+                   icon=":material/content_copy:")
+        st.checkbox(f"Drop them from the {corpus.target_split} split", key=DROP_LEAKED, persist_state="session",
+                    help="The training rows and the split of every other row stay as they are; the corpus "
+                         "fingerprint changes, so cached results of the two versions never mix.")
+    sharing = corpus.sharing() if corpus.kind != "labelled" else ""
+    if sharing:
+        examples = [_leak_example(t) for t in report.shared_examples]
+        st.warning(f"**{sharing}**, so a model may score them partly by memory; only exact repeats can be dropped. "
+                   "Shared, for example:\n" + "\n".join(f"- {e}" for e in examples), icon=":material/join_inner:")
+
+
+def _leak_example(example) -> str:
+    """A leaked text, or a leaked pair as two texts, as code spans cut to one short line."""
+    if isinstance(example, str):
+        return literal(example if len(example) <= 80 else example[:79] + "…")
+    return " · ".join(literal(t if len(t) <= 60 else t[:59] + "…") for t in example)
 
 
 def show_pair_report(corpus) -> None:
     report = corpus.report
     st.markdown(f"**Pair corpus**: {pair_summary(corpus)}")
-    cards = st.columns(6)
+    cards = st.columns(7)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
     cards[1].metric("Pairs kept", f"{report.rows_kept:,}", border=True,
                     help="Rows with both texts and a score or label; the line below says which of them are used.")
@@ -264,23 +282,34 @@ def show_pair_report(corpus) -> None:
                     help=f"Rows dropped: {report.missing_score_dropped:,} without a score, "
                          f"{report.missing_label_dropped:,} without a label.")
     cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True, help="Pairs that appear more than once; kept.")
-    overlong_slot = cards[5].empty()
+    leak_card(cards[5], corpus, "pairs", "have a text that also occurs in a training pair")
+    overlong_slot = cards[6].empty()
     unused = report.rows_kept - len(corpus.train) - len(corpus.test)
     st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} pairs"
                + (f" · {unused:,} kept pairs in a split neither trained on nor evaluated (a validation split beside "
                   "a test split)" if unused else "") + f" · split: {report.split_source}")
     for warning in report.warnings:
         st.warning(escaped(warning))
+    show_leakage(corpus)
     frame = pair_frame(corpus)
     st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} pairs")
     st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
     overlong_card(overlong_slot, corpus)
 
 
+def leak_card(card, corpus, units: str, shares: str) -> None:
+    """The target pairs or lists that are also training ones, with the softer figure (sharing a text) in its help."""
+    report = corpus.report
+    card.metric(f"Leaked {units}", f"{report.leaked:,}", border=True,
+                help=f"{corpus.target_split.capitalize()} {units} that are also training {units} "
+                     f"({'dropped' if report.leaked_dropped else 'kept'}); {report.shared:,} {shares}, these "
+                     "included.")
+
+
 def show_list_report(corpus) -> None:
     report = corpus.report
     st.markdown(f"**List corpus**: {list_summary(corpus)}")
-    cards = st.columns(6)
+    cards = st.columns(7)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
     cards[1].metric("Lists kept", f"{report.lists_kept:,}", border=True)
     cards[2].metric("List sizes", size_range(*corpus.summary()["list_size"]), border=True,
@@ -288,11 +317,13 @@ def show_list_report(corpus) -> None:
     cards[3].metric("Train lists", f"{len(corpus.train):,}", border=True)
     cards[4].metric(f"{corpus.target_split.capitalize()} lists", f"{len(corpus.test):,}", border=True,
                     help="The lists the ordering is scored on.")
-    overlong_slot = cards[5].empty()
+    leak_card(cards[5], corpus, "lists", "have an anchor that also occurs in a training list")
+    overlong_slot = cards[6].empty()
     st.caption(f"{len(corpus.train):,} train and {len(corpus.test):,} {corpus.target_split} lists · "
                f"split: {report.split_source}")
     for warning in report.warnings:
         st.warning(escaped(warning))
+    show_leakage(corpus)
     ids = (corpus.train.ids + corpus.test.ids)[:PREVIEW_ROWS]
     where = {list_id: "train" for list_id in corpus.train.ids}
     picked = st.selectbox("Preview list", ids, format_func=lambda i: f"{i} ({where.get(i, corpus.target_split)})",
@@ -329,7 +360,9 @@ def show_sts_evaluation(corpus) -> None:
                                                                         model_name=model_name))
     if r is not None:
         st.columns(4)[0].metric("STS Spearman", f"{r['sts_spearman']:.1f}", border=True,
-                                help=f"Over {r['n_pairs']:,} {r['target_split']} pairs.")
+                                help=f"Over {r['n_pairs']:,} {r['target_split']} pairs"
+                                     + ("; 95% interval {:.1f} to {:.1f}.".format(*r["sts_spearman_ci"])
+                                        if None not in (r.get("sts_spearman_ci") or [None]) else "."))
 
 
 def show_list_evaluation(corpus) -> None:
@@ -372,6 +405,45 @@ def show_evaluation(corpus) -> None:
     per_class_results(r, None, key="corpus:per_class", name=f"reference-{corpus.name}")
 
 
+def show_published(corpus) -> None:
+    """Figures published for this test set elsewhere (a paper's, a leaderboard's), kept with the corpus by its
+    content fingerprint (core.evaluation.published) and drawn beside ours on the run panels and the Trade-off page:
+    pick a figure this corpus kind reports, enter it as the cards show it, save; remove a stored one."""
+    metric_of = {m.key: m for m in HEADLINE}
+    with st.expander("Published figures", icon=":material/menu_book:"):
+        st.caption("A reference figure for this exact test set (\"published: 77.6\"), entered as the cards show "
+                   "it (an accuracy in %: 85.0 for 85 %). It is kept with this corpus, by its content, and drawn "
+                   "beside ours: under a run's metric cards and on the Trade-off page.")
+        pick, value_box, note_box = st.columns([2, 1, 3], vertical_alignment="bottom")
+        key = pick.selectbox("Figure", KIND_METRICS[corpus.kind], key=f"published_metric:{corpus.fingerprint}",
+                             format_func=lambda k: metric_of[k].short.format(k="k")
+                             + (" (%)" if metric_of[k].percent else ""))
+        digits = metric_of[key].digits
+        value = value_box.number_input("Published value", value=None, step=10.0 ** -digits,
+                                       format=f"%.{digits + 1}f", key=f"published_value:{key}",
+                                       placeholder="e.g. 77.6" if digits == 1 else "e.g. 0.512")
+        note = note_box.text_input("Source", max_chars=200, key="published_note",
+                                   placeholder="e.g. Reimers & Gurevych 2019, table 2")
+        if st.button("Save figure", icon=":material/save:", key="published_save"):
+            with ui.guard("Saving the published figure") as outcome:
+                if value is None:
+                    raise UserError(f"Enter the published {metric_of[key].short.format(k='k')} first, e.g. 77.6.")
+                set_published(corpus.fingerprint, key, value, note, kind=corpus.kind, warn=st.warning)
+            if not outcome.failed:
+                st.toast(f"Saved the published {metric_of[key].short.format(k='k')}.", icon=":material/check:")
+        stored = published(corpus.fingerprint, warn=st.warning)
+        if not stored:
+            st.caption("None stored for this corpus yet.")
+        for stored_key, figure in stored.items():
+            line, remove = st.columns([5, 1], vertical_alignment="center")
+            line.markdown(escaped(figure.label()))
+            if remove.button("Remove", key=f"published_remove:{stored_key}", icon=":material/delete:"):
+                with ui.guard("Removing the published figure") as outcome:
+                    remove_published(corpus.fingerprint, stored_key)
+                if not outcome.failed:
+                    st.rerun()
+
+
 table: Table | None = None
 source_col, model_col = st.columns([3, 2])
 with source_col, ui.guard("Reading the table"):
@@ -404,3 +476,4 @@ elif corpus.kind == "pairs":
 else:
     show_report(corpus)
     show_evaluation(corpus)
+show_published(corpus)

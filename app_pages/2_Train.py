@@ -32,7 +32,7 @@ ENGINES = ("Local", "Ray")
 PREVIEW_ROWS = 20
 EXAMPLE_COLUMNS = 4  # settings per row in the examples box: more squeeze their labels onto two lines
 BUDGET = (("epochs", "batch_size", "lr", "warmup_ratio"), ("seed", "max_steps", "eval_every", "pooling"),
-          ("freeze_layers", "top_layers", "precision", "freeze_embeddings"))
+          ("freeze_layers", "top_layers", "precision", "freeze_embeddings"), ("card_examples",))
 KEYS = {"mine_k": "k", "batch_size": "batch", "warmup_ratio": "warmup", "documents": "docs"}  # widget keys kept
 
 store = ui.run_store()

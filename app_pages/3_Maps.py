@@ -63,7 +63,9 @@ def colour_control(data: MapData) -> str:
         st.session_state[COLOUR_KEY] = colours[0]
     return st.radio("Colour by", colours, horizontal=True, key=COLOUR_KEY, persist_state="session",
                     help="Both maps take the same colours, so they compare. Split: the evaluation's training sample "
-                         f"or the test texts. Neighbourhood change (with a fine-tuned run): {CHANGE_HELP}")
+                         f"or the test texts. Neighbourhood change (with a fine-tuned run): {CHANGE_HELP} kNN flip "
+                         "(with a fine-tuned run): whether each test text's kNN vote went right → wrong, wrong → "
+                         "right or stayed, from the reference to the fine-tuned model; the Runs page lists them.")
 
 
 def arrows_control(data: MapData) -> int:

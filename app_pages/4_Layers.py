@@ -5,7 +5,7 @@ import streamlit as st
 
 import ui
 from core.analysis.layers import cka_curves, cka_layers_figure, layer_curves, layers_figure
-from core.runs.labels import run_label, run_reference
+from core.runs.labels import run_labels, run_reference
 from ui.run_picker import pick_runs
 
 st.title("Layers")
@@ -20,7 +20,8 @@ corpus = ui.require_corpus("Layers")
 runs = pick_runs(corpus, key="layers_runs")
 references = list(dict.fromkeys([ui.state.model_name(), *map(run_reference, runs)]))
 models = {f"reference · {ui.model_label(name)}": name for name in references}
-models |= {run_label(run): run.artefacts["model"] for run in runs}
+labels = run_labels(runs)  # two runs that differ only in, say, the teacher get two curves, told apart
+models |= {labels[run.id]: run.artefacts["model"] for run in runs}
 
 curves = ui.state.session_cache("layer_curves")  # (corpus, model) -> accuracies: adding a run computes one curve
 missing = {label: name for label, name in models.items() if (corpus.fingerprint, name) not in curves}
@@ -38,7 +39,7 @@ st.subheader("Which layers changed")
 st.caption("Linear CKA between the reference's and the run's mean-pooled hidden states of the same texts, layer by "
            "layer: 1.0 = the layer represents the texts as before (up to rotation and scale), lower = it changed "
            "more. It reads the encodings the kNN curves above use.")
-keys = {run_label(run): (corpus.fingerprint, run.artefacts["model"], run_reference(run)) for run in runs}
+keys = {labels[run.id]: (corpus.fingerprint, run.artefacts["model"], run_reference(run)) for run in runs}
 cka = ui.state.session_cache("layer_cka")  # (corpus, run model, reference) -> CKA per layer
 missing = {label: key for label, key in keys.items() if key not in cka}
 if missing:

@@ -15,15 +15,18 @@ from core.analysis.tradeoff import (
     margin_share_figure,
     metric_changes,
     mined_triplet_counts,
+    published_for,
     seed_groups,
     tradeoff_points,
     triplet_count_note,
 )
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
+from core.evaluation.published import published
 from core.evaluation.uncertainty import ERROR_BARS
 from core.jobs.quick import QUICK_RECIPE, quick_run, quick_text, quick_top_layers
 from core.training.config import GENERAL_PARAMS
+from ui.layout import escaped
 from ui.run_control import corpus_fields, keep_warm
 from ui.run_panel import progress_text
 
@@ -50,11 +53,13 @@ def sts_section() -> None:
     st.subheader("STS Spearman")
     st.caption("Runs on a pair corpus with scores: how well the cosine ranks the target pairs like their gold "
                "score, before and after training (×100).")
-    ui.plot(sts_change_figure(rows), "sts_spearman", key="sts_plot")
+    ui.plot(sts_change_figure(rows, published_for(rows, "sts_spearman")), "sts_spearman", key="sts_plot")
     sts = next(m for m in HEADLINE if m.key == "sts_spearman")
     st.dataframe([{"run": r["run_id"], "recipe": r["recipe"], "before": sts.rounded(r["before"]),
-                   "after": sts.rounded(r["after"]), "change": sts.shown_change(r["before"], r["after"])}
-                  for r in rows], hide_index=True)
+                   "after": sts.rounded(r["after"]), "change": sts.shown_change(r["before"], r["after"]),
+                   "change, 95% CI, p (paired)": r["paired"] or "–"} for r in rows], hide_index=True)
+    st.caption("The change's 95% interval and p-value are paired over the same test pairs (bootstrap, 1,000 "
+               "resamples): an interval that holds 0 is not a change this test set can show.")
 
 
 def ordering_section() -> None:
@@ -66,7 +71,8 @@ def ordering_section() -> None:
     st.subheader("List ordering")
     st.caption("Runs of a list recipe (ListMLE), on their held-out lists, before → after training: the share of "
                "lists whose members the model's cosines to the anchor put in exactly the list order (ordering "
-               "accuracy), and the mean Kendall tau between that cosine order and the list order.")
+               "accuracy), and the mean Kendall tau between that cosine order and the list order. Each change is shown "
+               "with its 95% interval and p-value, paired over the same held-out lists (bootstrap).")
     st.dataframe(rows, hide_index=True)
 
 
@@ -106,7 +112,8 @@ def trade_off_plot() -> None:
     if points is None:
         return
     shown = seed_groups(points)
-    ui.plot(tradeoff_figure(shown, k, bars), f"tradeoff_k{k}_{discount}", key="tradeoff_plot")
+    figures = published(corpus.fingerprint)  # stored on the Corpus page: a point, or a line when only P or S is
+    ui.plot(tradeoff_figure(shown, k, bars, figures), f"tradeoff_k{k}_{discount}", key="tradeoff_plot")
     approximate = approximate_ci(shown) if bars == "ci" else []
     if approximate:
         many = len(approximate) > 1
@@ -117,6 +124,10 @@ def trade_off_plot() -> None:
     if any(p.get("n_seeds", 1) > 1 for p in shown):
         st.caption("A point that stands for several runs of one configuration with different seeds is their mean, "
                    "drawn larger, its bars the seeds' lowest and highest scores: how far training alone moves it.")
+    drawn = [f for key, f in figures.items() if key in ("polarity", "similarity")]
+    if drawn:
+        st.caption("Published on this test set (purple): " + "; ".join(escaped(f.label()) for f in drawn)
+                   + f". It may have used another k or rank discount than the {k} and {discount} above.")
     if len(points) == 1:
         st.info("Only the reference model so far: train a model on the Train page, or a quick model at a margin "
                 "below, and its point appears here.", icon=":material/info:")

@@ -5,9 +5,10 @@ TensorBoard projector's TSV pair, config as YAML) and download its plots."""
 import streamlit as st
 
 import ui
-from core.runs.labels import corpus_names, recipes_of, run_label, select_runs
+from core.runs.labels import corpus_names, recipes_of, run_labels, select_runs
 from core.runs.store import NOTE_MAX, TAG_MAX, TAGS_MAX
 from ui import nav, run_control, run_export, run_panel, run_tables
+from ui.changes_view import changed_items_section
 from ui.per_class_view import per_class_results
 
 store = ui.run_store()
@@ -46,6 +47,7 @@ if len(runs) < len(all_runs):
 run_tables.runs_table(runs, key="runs:table", names=names)
 ids = [r.id for r in runs]
 by_id = {r.id: r for r in runs}
+labels = run_labels(runs)  # each run named by every setting in which it differs from the others shown
 
 
 def _pick() -> None:
@@ -54,7 +56,7 @@ def _pick() -> None:
 
 start = ids.index(selected.id) if selected is not None and selected.id in by_id else 0
 picked = st.selectbox("Selected run", ids, index=start, key="runs:pick", on_change=_pick,
-                      format_func=lambda i: run_label(by_id[i]))
+                      format_func=labels.__getitem__)
 run = store.get(picked)
 
 with st.container(border=True):
@@ -62,6 +64,9 @@ with st.container(border=True):
     if run.status == "done" and run.kind == "train" and "polarity" in (run.metrics_after or {}):
         st.markdown("**Per class**")
         per_class_results(run.before, run.metrics_after, key=f"runs:per_class:{run.id}", name=run.id)
+    if run.status == "done" and run.kind == "train":
+        with st.expander("What got worse (and better)", icon=":material/compare_arrows:"):
+            changed_items_section(run, key=f"runs:changes:{run.id}")
     with st.expander("Note and tags", icon=":material/sell:", expanded=bool(run.note or run.tags)):
         saves = ui.state.session_cache("runs_page").setdefault("saves", {})  # a save makes new widgets: stored text
         note_key, tags_key = (f"runs:{field}:{run.id}:{saves.get(run.id, 0)}" for field in ("note", "tags"))
@@ -108,18 +113,20 @@ with st.container(border=True):
 if len(runs) >= 2:
     st.subheader("Compare two runs")
     left, right = st.columns(2)
-    a_id = left.selectbox("Run A", ids, index=ids.index(run.id), key="runs:a",
-                          format_func=lambda i: run_label(by_id[i]))
+    a_id = left.selectbox("Run A", ids, index=ids.index(run.id), key="runs:a", format_func=labels.__getitem__)
     b_id = right.selectbox("Run B", ids, index=1 if ids.index(run.id) == 0 else 0, key="runs:b",
-                           format_func=lambda i: run_label(by_id[i]))
+                           format_func=labels.__getitem__)
     if a_id == b_id:
         st.info("Pick two different runs.")
     else:
         a, b = store.get(a_id), store.get(b_id)
-        st.markdown(f"**Metrics** of **A** `{run_label(a)}` and **B** `{run_label(b)}`")
+        st.markdown(f"**Metrics** of **A** `{labels[a.id]}` and **B** `{labels[b.id]}`")
         st.table(run_tables.comparison_table(a, b))
-        st.caption("P@k, S@k and STS Spearman x100, accuracies in %, Kendall tau from -1 to 1. The last column is A's "
-                   "result minus B's, for accuracies in percentage points (pp).")
+        st.caption("P@k, S@k and STS Spearman x100, accuracies in %, Kendall tau from -1 to 1. \"A − B\" is A's "
+                   "result minus B's, for accuracies in percentage points (pp); beside it, that difference's 95% "
+                   "interval and two-sided p-value, paired over the test items both runs scored (bootstrap, 1,000 "
+                   "resamples; docs/definitions.md). An interval that holds 0 (p ≥ 0.05) is not a difference this "
+                   "test set can show.")
         diff = run_tables.config_diff(a, b)
         st.markdown(f"**Settings that differ** ({len(diff)})")
         if diff.empty:

@@ -12,7 +12,9 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -21,7 +23,7 @@ from tqdm import tqdm
 from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE
 from core.jobs import ddp, launch
-from core.jobs.sweep import SEEDS, cancel, sweep_config
+from core.jobs.sweep import SEEDS, cancel, check_engine, sweep_config
 from core.models.loading import DEFAULT_MODEL, load_model, resolve_model, setup_offline
 from core.reproduce import EXPERIMENTS
 from core.reproduce.report import help_text as reproduction_help
@@ -39,6 +41,7 @@ EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C (128 + 
 K_PARAM = dataclasses.replace(GENERAL_PARAMS["eval_k"], name="k")  # evaluate --k: a run's eval_k, by its flag's name
 DISCOUNT = GENERAL_PARAMS["discount"]  # evaluate --discount: a run's, by the same name
 LIST_SHAPE = GENERAL_PARAMS["list_shape"]  # evaluate --list-shape: a run's, by the same name
+DROP_LEAKED_HELP = GENERAL_PARAMS["drop_leaked"].help  # --drop-leaked of the commands without a run's flags
 
 
 class TqdmPhases:
@@ -67,6 +70,9 @@ def _corpus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-col")
     p.add_argument("--label-col")
     p.add_argument("--split-col")
+    p.add_argument("--kind", default=None, metavar="labelled|pairs|lists", help="read the file as this kind of "
+                   "corpus whatever its column names suggest, e.g. --kind labelled --text-col text1 --label-col score "
+                   "(default: from the column names)")
     p.add_argument("--model", default=None, help="local directory, packaged name or hub id (default all-MiniLM-L6-v2)")
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: best available)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -74,35 +80,63 @@ def _corpus_args(p: argparse.ArgumentParser) -> None:
 
 def _leak_arg(p: argparse.ArgumentParser) -> None:
     """--drop-leaked, for the commands that read the corpus in this process (a run's worker reads its config)."""
-    p.add_argument("--drop-leaked", action="store_true", help="drop the test texts that are also training texts "
-                   "(exact, after trimming spaces) from the test split of a labelled corpus")
+    p.add_argument("--drop-leaked", action="store_true", help=DROP_LEAKED_HELP)
 
 
 def _warn(corpus) -> None:
     """The corpus report's warnings (Latin-1 fallback, long texts, duplicates, unused split values) on stderr, as
-    the Corpus page shows them: a headless run must not change what it reads without saying so either. Texts in
-    both splits are said here, in the CLI's words (the page offers a checkbox)."""
+    the Corpus page shows them: a headless run must not change what it reads without saying so either. Leakage,
+    of every corpus kind, is said here, in the CLI's words (the page offers a checkbox): the target items that are
+    also training items, then (pairs and lists) those that only share a text with training items."""
     for warning in corpus.report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if corpus.kind != "labelled" or not corpus.report.leaked:
-        return
     report = corpus.report
-    what = f"{corpus.leakage()} (e.g. {', '.join(shorten(t, 60) for t in report.leaked_examples)})"
-    if report.leaked_dropped:
-        print(f"warning: {what}; dropped from the {corpus.target_split} split (--drop-leaked).", file=sys.stderr)
-    else:
-        print(f"warning: {what}, so a model can score them by memory; --drop-leaked drops them.", file=sys.stderr)
+    if report.leaked:
+        what = f"{corpus.leakage()} (e.g. {', '.join(map(_quoted, report.leaked_examples))})"
+        if report.leaked_dropped:
+            print(f"warning: {what}; dropped from the {corpus.target_split} split (--drop-leaked).", file=sys.stderr)
+        else:
+            print(f"warning: {what}, so a model can score them by memory; --drop-leaked drops them.", file=sys.stderr)
+    sharing = corpus.sharing() if corpus.kind != "labelled" else ""
+    if sharing:
+        others = report.shared - report.leaked
+        scope = (f"only the {report.leaked:,} exact repeat{'s' if report.leaked > 1 else ''}, not the {others:,} "
+                 f"other{'s' if others > 1 else ''}" if report.leaked
+                 else "only exact repeats, of which there are none")
+        print(f"warning: {sharing} (e.g. {', '.join(map(_quoted, report.shared_examples))}), so a model may score "
+              f"them partly by memory; --drop-leaked drops {scope}.", file=sys.stderr)
+
+
+def _quoted(example) -> str:
+    """A leaked text, or a leaked pair as 'text1' / 'text2', quoted and cut to one line."""
+    return shorten(example, 60) if isinstance(example, str) else " / ".join(shorten(t, 40) for t in example)
+
+
+def _kind(args) -> str:
+    """The corpus kind `args.corpus` is read as: --kind when given (checked), else the one its columns say."""
+    from core.data.kinds import checked_kind, corpus_kind
+
+    return checked_kind(args.kind) or corpus_kind(args.corpus)
+
+
+def _kind_words(args, kind: str) -> str:
+    """"data.csv is a pair corpus (...)", or "--kind pairs reads data.csv as a pair corpus (...)" when forced."""
+    from core.data.kinds import KIND_NAMES
+
+    if args.kind:
+        return f"--kind {kind} reads {args.corpus} as {KIND_NAMES[kind]}"
+    return f"{args.corpus} is {KIND_NAMES[kind]}"
 
 
 def _load_labelled(args, why: str):
     """The labelled corpus `args.corpus` holds; a pair or list file is refused whatever columns are named (naming
     a --label-col must not turn a list's rank into a class). `why` says what needs the labels."""
     from core.data.corpus import load_corpus
-    from core.data.kinds import KIND_NAMES, corpus_kind
+    from core.data.kinds import KIND_NAMES
 
-    kind = corpus_kind(args.corpus)
+    kind = _kind(args)
     if kind != "labelled":
-        raise UserError(f"{why}, so they need {KIND_NAMES['labelled']}; {args.corpus} is {KIND_NAMES[kind]}.")
+        raise UserError(f"{why}, so they need {KIND_NAMES['labelled']}; {_kind_words(args, kind)}.")
     corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
                          drop_leaked=args.drop_leaked)
     _warn(corpus)
@@ -112,22 +146,19 @@ def _load_labelled(args, why: str):
 def cmd_evaluate(args) -> dict:
     """The reference evaluation of any corpus kind (core.evaluation.corpus_eval): P@k / S@k / kNN of labelled texts,
     STS Spearman of pairs, ordering of lists."""
-    from core.data.kinds import KIND_NAMES, corpus_kind, load_any
+    from core.data.kinds import KIND_NAMES, load_any
     from core.evaluation.corpus_eval import evaluate_corpus
     from core.evaluation.evaluate import EvalSettings
 
     k = K_PARAM.parse(args.k)
     discount = DISCOUNT.parse(args.discount)
-    kind = corpus_kind(args.corpus)
-    if kind != "labelled" and args.drop_leaked:
-        raise UserError(f"--drop-leaked drops test texts that are also training texts of {KIND_NAMES['labelled']}; "
-                        f"{args.corpus} is {KIND_NAMES[kind]}, so leave the flag out.")
+    kind = _kind(args)
     shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
     if kind != "lists" and args.list_shape is not None:
-        raise UserError(f"--list-shape says what the order of {KIND_NAMES['lists']} states; {args.corpus} is "
-                        f"{KIND_NAMES[kind]}, so leave the flag out.")
+        raise UserError(f"--list-shape says what the order of {KIND_NAMES['lists']} states; "
+                        f"{_kind_words(args, kind)}, so leave the flag out.")
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
-                      drop_leaked=args.drop_leaked, list_shape=shape)
+                      drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     _warn(corpus)
     model = load_model(args.model, args.device)
     labelled = kind == "labelled"
@@ -143,7 +174,91 @@ def cmd_evaluate(args) -> dict:
     if labelled:
         result["reference"] = args.reference or result["model"]
         result["targets"] = corpus.target_split
-    return result
+    _warn_interval(result)
+    from core.evaluation.published import published_values
+
+    published = published_values(corpus.fingerprint, warn=_warn_line)  # stored with the corpus: `published`
+    return {**result, "published": published} if published else result
+
+
+def _warn_line(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _published_text(r: dict, key: str, share: bool = False) -> str:
+    """" (published: 77.6)" beside a figure of evaluate's printout when the corpus has one stored, else ""; `share`:
+    an accuracy as the line prints it, a share with 3 decimals ("0.912"), not as the cards do ("91.2%")."""
+    value = (r.get("published") or {}).get(key)
+    if value is None:
+        return ""
+    shown = f"{value:.3f}" if share else next(m for m in HEADLINE if m.key == key).text(value)
+    return f" (published: {shown})"
+
+
+def cmd_published(args) -> dict:
+    """The published figures stored with a corpus (core.evaluation.published), by its fingerprint: listed, or one
+    set (--set METRIC=VALUE in the shown unit, --note its source) or removed (--remove METRIC)."""
+    from core.data.kinds import load_any
+    from core.evaluation.published import (checked_metric, checked_note, checked_value, published,
+                                           remove_published, set_published)
+
+    if args.set is not None and args.remove is not None:
+        raise UserError("Give --set or --remove, not both.")
+    if args.note is not None and args.set is None:
+        raise UserError("--note is the source of a figure you --set METRIC=VALUE; give it with --set.")
+    if args.set is not None:  # checked before the corpus is read: a bad value answers at once
+        if "=" not in args.set:
+            raise UserError(f"--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got {shorten(args.set)}.")
+        key, value = (part.strip() for part in args.set.split("=", 1))
+        checked_value(key, value)
+        checked_note(args.note)
+    elif args.remove is not None:
+        checked_metric(args.remove)
+    kind = _kind(args)
+    shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
+    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
+                      drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
+    action = None
+    if args.set is not None:
+        action = {"set": set_published(corpus.fingerprint, key, value, args.note, kind=corpus.kind,
+                                       warn=_warn_line).label()}
+    elif args.remove is not None:
+        action = {"removed": remove_published(corpus.fingerprint, args.remove, warn=_warn_line).label()}
+    figures = published(corpus.fingerprint, warn=_warn_line)
+    return {"corpus": str(args.corpus), "kind": corpus.kind, "fingerprint": corpus.fingerprint, **(action or {}),
+            "published": {key: {"value": f.value, "shown": f.text(), "note": f.note} for key, f in figures.items()}}
+
+
+def _print_published(r: dict) -> None:
+    metric = {m.key: m for m in HEADLINE}
+    for verb in ("set", "removed"):
+        if verb in r:
+            print(f"{'stored' if verb == 'set' else 'removed'}: {r[verb]}")
+    where = f"{r['corpus']} ({r['kind']}, fingerprint {r['fingerprint']})"
+    if not r["published"]:
+        print(f"no published figures for {where}; add one with --set METRIC=VALUE --note SOURCE")
+        return
+    print(f"published figures for {where}:")
+    for key, f in r["published"].items():
+        print(f"  {metric[key].short.format(k='k'):<18} {f['shown']}" + (f"  ({f['note']})" if f["note"] else ""))
+
+
+def _warn_interval(result: dict) -> None:
+    """STS Spearman over fewer than FEW_SCORED_PAIRS pairs (fewer than MIN_SCORED_PAIRS are refused when the corpus
+    is read) on stderr with its own 95% interval, which the figure alone does not show."""
+    from core.data.pairs import FEW_SCORED_PAIRS
+
+    n, value = result.get("n_pairs"), result.get("sts_spearman")
+    if result.get("kind") != "pairs" or value is None or n is None or n >= FEW_SCORED_PAIRS:
+        return
+    print(f"warning: STS Spearman {value:.2f} is computed on only {n} {result['target_split']} pairs: its 95% "
+          f"interval, {_interval_text(result.get('sts_spearman_ci'))}, is wide; {FEW_SCORED_PAIRS} or more pairs "
+          "narrow it.", file=sys.stderr)
+
+
+def _interval_text(ci) -> str:
+    low, high = ci if ci else (None, None)
+    return "undefined" if low is None or high is None else f"{low:.1f} to {high:.1f}"
 
 
 def cmd_layers(args) -> dict:
@@ -229,13 +344,13 @@ def cmd_compare(args) -> dict:
 
 
 def _print_compare(r: dict) -> None:
-    from core.evaluation.headline import HEADLINE
+    from core.evaluation.headline import HEADLINE, p_text
 
     metric = {m.key: m for m in HEADLINE}
     print(f"b = {r['b']}, a = {r['a']}; b - a with its paired 95% interval (bootstrap over the test items)")
     for d in r["metrics"]:
         m = metric[d["name"]]
-        extra = "" if d["mcnemar_p"] is None else f" (McNemar p = {d['mcnemar_p']:.3f})"
+        extra = "" if d["mcnemar_p"] is None else f" (McNemar {p_text(d['mcnemar_p'])})"
         print(f"  {m.short.format(k=16):<18} {m.text(d['a'])} -> {m.text(d['b'])}  "
               f"{m.difference_text(d['delta'], d['ci_low'], d['ci_high'], d['p_value'])}{extra}  n = {d['n']}")
     for note in r["notes"]:
@@ -246,19 +361,24 @@ def _print_evaluate(r: dict) -> None:
     if r["kind"] == "lists":
         print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} "
               f"{r['list_shape']} lists)")
-        print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%   Kendall tau {r['kendall_tau']:.3f}")
+        print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%{_published_text(r, 'ordering_accuracy')}   "
+              f"Kendall tau {r['kendall_tau']:.3f}{_published_text(r, 'kendall_tau')}")
         return
     if r["kind"] == "pairs":
         print(f"pair corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_pairs']} pairs)")
         value = r["sts_spearman"]
-        print("no score column, so no STS Spearman" if value is None else f"STS Spearman x100 {value:.2f}")
+        print("no score column, so no STS Spearman" if value is None else
+              f"STS Spearman x100 {value:.2f} (95% CI {_interval_text(r.get('sts_spearman_ci'))})"
+              f"{_published_text(r, 'sts_spearman')}")
         return
     print(f"model {r['model']}  (S judged by {r['reference']}; targets: {r['targets']}, n={r['n_queries']}, "
           f"pool={r['n_pool']})")
-    print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f})   "
-          f"S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f})   rank discount {r['discount']}")
-    print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})   "
-          f"linear probe {r.get('linear_accuracy', float('nan')):.3f}")
+    print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f}){_published_text(r, 'polarity')}   "
+          f"S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f}){_published_text(r, 'similarity')}   "
+          f"rank discount {r['discount']}")
+    print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})"
+          f"{_published_text(r, 'knn_accuracy', True)}   "
+          f"linear probe {r.get('linear_accuracy', float('nan')):.3f}{_published_text(r, 'linear_accuracy', True)}")
 
 
 def _print_layers(r: dict) -> None:
@@ -323,10 +443,10 @@ def _train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distribute
 
 def train_config(args, overrides: dict | None = None) -> dict:
     """Config file first, then CLI flags, then command-specific overrides; validated by TrainConfig."""
-    data = TrainConfig.from_file(args.config).to_dict() if args.config else {}
     names = [p.name for p in GENERAL] + list(recipe_params())
     settings = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     settings.update(overrides or {})
+    data = _config_file(args, settings, warn=True) if args.config else {}
     if data and settings.get("recipe", data["recipe"]) != data["recipe"]:
         data = for_recipe(data, settings["recipe"])  # the file's other recipe's settings do not carry over
     data.update(settings)
@@ -340,6 +460,17 @@ def train_config(args, overrides: dict | None = None) -> dict:
     return cfg.to_dict()
 
 
+def _config_file(args, given: dict, warn: bool = False) -> dict:
+    """The --config file's settings. A file it names by name and checksum (an export's config.yaml) is found on this
+    machine or taken from the command line (`given`: the corpus argument, --sts-corpus, --documents); with `warn`, a
+    given file whose checksum differs is said on stderr."""
+    from core.training.config import file_settings
+
+    files = {name: given[name] for name in file_settings() if given.get(name)}
+    say = (lambda text: print(f"warning: {text}", file=sys.stderr)) if warn else None
+    return TrainConfig.from_file(args.config, files, say).to_dict()
+
+
 def _check_inputs(cfg):
     """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once; returns the
     corpus."""
@@ -350,8 +481,11 @@ def _check_inputs(cfg):
                       drop_leaked=cfg.drop_leaked, list_shape=cfg.list_shape)
     _warn(corpus)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
-    if cfg.sts_corpus and load_pairs(cfg.sts_corpus).columns.score is None:
+    sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
+    if sts is not None and sts.columns.score is None:
         raise UserError(f"sts_corpus {cfg.sts_corpus} has no score column to correlate with.")
+    for warning in sts.report.warnings if sts is not None else ():
+        print(f"warning: sts_corpus {cfg.sts_corpus}: {warning}", file=sys.stderr)
     teacher = getattr(cfg, "teacher", None)
     for name in (cfg.model, cfg.reference, *teacher_names(teacher or "")):
         if name and name not in ("reference", "score"):
@@ -451,7 +585,7 @@ def cmd_train(args, overrides: dict | None = None) -> dict:
 
 def _world(args) -> tuple[int, int]:
     """nproc and nnodes as the run will have them: the flags, else the --config file's, else 1."""
-    data = TrainConfig.from_file(args.config).to_dict() if args.config else {}
+    data = _config_file(args, vars(args)) if args.config else {}
     return tuple(GENERAL_PARAMS[name].parse(getattr(args, name) if getattr(args, name) is not None
                                             else data.get(name, 1)) for name in WORLD)
 
@@ -474,11 +608,14 @@ def cmd_quick(args) -> dict:
     from core.jobs.quick import QUICK_RECIPE, find_quick, quick_config, quick_run
 
     t0 = time.monotonic()
-    kind = corpus_kind(args.corpus)
+    kind = _kind(args)
     if kind != "labelled":
         raise UserError(f"The quick margin point (the Trade-off page's margin slider) trains on a labelled corpus "
-                        f"(text, label); {args.corpus} is {KIND_NAMES[kind]}: train one of its recipes with "
+                        f"(text, label); {_kind_words(args, kind)}: train one of its recipes with "
                         "`python -m core train`.")
+    if args.kind and (detected := corpus_kind(args.corpus)) != kind:  # a run's config has no kind to force
+        raise UserError(f"The quick run's worker reads {args.corpus} by its column names, as {KIND_NAMES[detected]}, "
+                        f"so --kind {kind} cannot apply to it; give the file a text and a label column instead.")
     margin = get_recipe(QUICK_RECIPE).knob_param.parse(args.margin)
     base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": QUICK_RECIPE,
             "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device,
@@ -492,8 +629,9 @@ def cmd_quick(args) -> dict:
     run = follow(store, run_id, start=False)
     result = _finish_run(store, run, args)
     layers = f"top-{config['top_layers']} quick" if config["top_layers"] else "quick, all layers"
-    return {"run_id": run.id, "seconds": round(time.monotonic() - t0, 2), "mode": f"{layers}, {start}",
-            "before": result["before"], "after": result["after"], "timings": result["timings"]}
+    return {"run_id": run.id, "status": run.status, "seconds": round(time.monotonic() - t0, 2),
+            "mode": f"{layers}, {start}", "before": result["before"], "after": result["after"],
+            "timings": result["timings"]}
 
 
 def cmd_crop(args) -> dict:
@@ -505,8 +643,13 @@ def cmd_crop(args) -> dict:
 
 
 def cmd_sweep(args) -> dict:
+    from core.jobs.ray_sweep import reachable
 
     seeds = SEEDS.parse(args.seeds)  # before the corpus is read: a bad count answers at once
+    # so do a bad engine or address and a cluster nothing listens at (exit 2), which the worker would find only later
+    _engine, address = check_engine(args.engine, args.address)
+    if address not in (None, "auto"):
+        reachable(address)
     base = train_config(args)
     recipes = [r.strip() for r in (args.recipes or base["recipe"]).split(",") if r.strip()]
     knob = get_recipe(recipes[0]).knob_param if recipes else None
@@ -517,8 +660,9 @@ def cmd_sweep(args) -> dict:
     sweep_id = store.create("sweep", sweep_config(base, recipes, margins, seeds, engine=args.engine,
                                                   address=args.address))
     run = follow(store, sweep_id)
-    if run.status == "failed":
-        raise RunFailed(1, f"sweep {sweep_id} failed: {run.error}")
+    if run.status == "failed":  # exit 2 when the cause was the user's input (an address Ray cannot connect to)
+        code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
+        raise RunFailed(code, f"sweep {sweep_id} failed: {run.error}")
     children = sorted(store.list(sweep_id=sweep_id, with_losses=False), key=lambda r: r.created)
     return {"sweep_id": sweep_id, "status": run.status, "runs": [
         {"run_id": c.id, "recipe": c.config["recipe"], "margin": knob_value(c.config), "seed": c.config.get("seed"),
@@ -585,7 +729,8 @@ def _print_train(r: dict) -> None:
 
 
 def _print_quick(r: dict) -> None:
-    _print_train({**r, "status": f"done in {r['seconds']:.1f} s ({r['mode']})"})
+    done = r.get("status", "done") == "done"
+    _print_train({**r, "status": f"done in {r['seconds']:.1f} s ({r['mode']})" if done else r["status"]})
 
 
 def _print_sweep(r: dict) -> None:
@@ -628,6 +773,7 @@ COMMANDS: dict[str, tuple[Callable, Callable]] = {
     "runs": (cmd_runs, _print_runs),
     "compare": (cmd_compare, _print_compare),
     "export": (cmd_export, _print_export),
+    "published": (cmd_published, _print_published),
 }
 
 
@@ -710,13 +856,40 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True)
     ex.add_argument("--no-embeddings", action="store_true")
     ex.add_argument("--json", action="store_true")
+    pb = sub.add_parser("published", help="the published figures stored with a corpus (\"published: 77.6 on this "
+                        "test set\"), shown beside ours by evaluate and the pages: list them, set one or remove one")
+    pb.add_argument("corpus", help="the corpus file, read as evaluate reads it (its content fingerprint is the key)")
+    for flag in ("--text-col", "--label-col", "--split-col"):
+        pb.add_argument(flag)
+    pb.add_argument("--kind", default=None, metavar="labelled|pairs|lists", help="read the file as this kind of "
+                    "corpus (default: from the column names)")
+    _leak_arg(pb)
+    pb.add_argument(LIST_SHAPE.flag, default=None, metavar="chain|star", help=LIST_SHAPE.help)
+    pb.add_argument("--set", metavar="METRIC=VALUE", help="store a figure in the unit the pages show it, e.g. "
+                    "sts_spearman=77.6, knn_accuracy=85.0 for 85%%; METRIC one of "
+                    f"{', '.join(m.key for m in HEADLINE)}")
+    pb.add_argument("--note", metavar="TEXT", help="the figure's source, e.g. 'Reimers & Gurevych 2019, table 2' "
+                    "(one line, at most 200 characters)")
+    pb.add_argument("--remove", metavar="METRIC", help="remove the stored figure of this metric")
+    pb.add_argument("--json", action="store_true")
     return parser
+
+
+def _sigterm_interrupts() -> Callable[[], None]:
+    """While a command runs, SIGTERM (`kill PID`, `timeout`) interrupts it as Ctrl-C does: a run it follows is
+    cancelled and waited for, not left training without its CLI, and the exit status is EXIT_INTERRUPTED. Returns
+    what puts the previous handler back (nothing to do off the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def main(argv: list[str] | None = None) -> int:
     setup_offline()
     args = build_parser().parse_args(argv)
     run, show = COMMANDS[args.command]
+    restore_sigterm = _sigterm_interrupts()
     try:
         result = run(args)
     except UserError as exc:
@@ -729,6 +902,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: interrupted; a run already asked to stop still stops on its own (see: python -m core runs)",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        restore_sigterm()
     try:
         if args.json:
             print(json.dumps(result))
@@ -737,4 +912,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # `... | head` closed the pipe: the reader has what it wanted, so no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # and none when Python flushes at exit
-    return 0
+    # a run (train, crop, quick, sweep) that ended cancelled (Ctrl-C, SIGTERM to the CLI or its worker, the page's
+    # Cancel) printed its status and what it has; it exits as an interrupted command does, as reproduce does
+    return EXIT_INTERRUPTED if isinstance(result, dict) and result.get("status") == "cancelled" else 0

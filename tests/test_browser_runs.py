@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 WIDTH = test_browser.NARROW_WIDTH
 home, server, browser, narrow_page = (test_browser.home, test_browser.server, test_browser.browser,
                                       test_browser.narrow_page)  # the shared fixtures
-COLUMNS = ["A before", "A after", "B before", "B after", "A − B, after"]
+COLUMNS = ["A before", "A after", "B before", "B after", "A − B, after", "95% CI, p (paired)"]
 METRICS = ["P@k", "S@k", "kNN accuracy", "Linear probe"]
 
 
@@ -61,6 +61,8 @@ def test_comparison_table_shows_every_column_filled_at_1280_px(server, narrow_pa
         values = [c["text"] for c in body[metric][1:5]]
         assert all(v and v != "–" for v in values), (metric, values)
     assert body["kNN accuracy"][5]["text"].endswith("pp")  # an accuracy's change in percentage points
+    for metric in ("P@k", "S@k", "kNN accuracy"):  # the difference's paired interval and p-value
+        assert body[metric][6]["text"].startswith("[") and ", p " in body[metric][6]["text"], body[metric][6]
 
     # the selected run's note and tags, and its export with the projector's TSV pair beside the other downloads
     page.get_by_text("Note and tags", exact=True).click()

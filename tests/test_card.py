@@ -1,5 +1,6 @@
-"""The saved model's card leads with the run (base model, corpus name and size, classes, recipe and margin, metrics
-before and after, how to load it), fills sentence-transformers' card data instead of leaving "Unknown", and the
+"""The saved model's card leads with the run (base model, corpus name and size, classes, leakage, recipe and margin,
+metrics before and after with their 95% intervals, per-class results, how to load it), fills sentence-transformers'
+card data instead of leaving "Unknown", quotes no training or test text unless the run asks (card_examples), and the
 directory still loads with plain sentence-transformers, unchanged but for its README."""
 
 from __future__ import annotations
@@ -27,20 +28,32 @@ class Quiet:
     def log_eval(self, point: dict) -> None: ...
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_model_dir) -> tuple[Path, dict, TrainConfig]:
-    """A tiny triplet run on a 60-text corpus saved as '<CORPUS_NAME>.csv': (model folder, result, config)."""
-    root = tmp_path_factory.mktemp("card")
-    rows = [{"text": f"the {CLASSES[i % 3]} story number {i} about the {('red', 'blue', 'green')[i % 7 % 3]} one",
-             "label": CLASSES[i % 3], "split": "test" if i % 5 == 0 else "train"} for i in range(60)]
+ROWS = [{"text": f"the {CLASSES[i % 3]} story number {i} about the {('red', 'blue', 'green')[i % 7 % 3]} one",
+         "label": CLASSES[i % 3], "split": "test" if i % 5 == 0 else "train"} for i in range(60)]
+
+
+def _train(root: Path, tiny_model_dir: Path, **settings) -> tuple[Path, dict, TrainConfig]:
+    """A tiny triplet run on ROWS saved as '<CORPUS_NAME>.csv' in `root`: (model folder, result, config)."""
     corpus = root / f"{CORPUS_NAME}.csv"
-    pd.DataFrame(rows).to_csv(corpus, index=False)
+    pd.DataFrame(ROWS).to_csv(corpus, index=False)
     cfg = TrainConfig(corpus=str(corpus), model=str(tiny_model_dir), recipe="triplet", margin=0.25, examples=16,
-                      batch_size=8, threshold=-1.0, device="cpu")
+                      batch_size=8, threshold=-1.0, device="cpu", **settings)
     with pytest.MonkeyPatch.context() as mp:  # module scope: the per-test home fixture is not in place yet
         mp.setenv("CONTRASTLAB_HOME", str(root / "home"))
         result = run_training(cfg, Quiet(), root / "work")
     return root / "work" / "model", result, cfg
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model_dir) -> tuple[Path, dict, TrainConfig]:
+    """A tiny triplet run on a 60-text corpus saved as '<CORPUS_NAME>.csv': (model folder, result, config)."""
+    return _train(tmp_path_factory.mktemp("card"), tiny_model_dir)
+
+
+def _texts_found(folder: Path) -> set[str]:
+    """The corpus texts (training and test) that occur in any file of the saved model folder."""
+    contents = [path.read_bytes().decode("utf-8", errors="ignore") for path in folder.rglob("*") if path.is_file()]
+    return {row["text"] for row in ROWS if any(row["text"] in content for content in contents)}
 
 
 def _body(card: str) -> list[str]:
@@ -55,7 +68,7 @@ def test_the_card_leads_with_what_the_run_did(trained, tiny_model_dir):
     card = (folder / "README.md").read_text(encoding="utf-8")
     lines = _body(card)
     assert lines[0] == f"# `{tiny_model_dir.name}` fine-tuned with ContrastLab on `{CORPUS_NAME}`"
-    lead = "\n".join(lines[:25])
+    lead = "\n".join(lines[:40])
     assert f"**Base model:** `{tiny_model_dir}`" in lead
     corpus = result["corpus"]
     assert (f"**Corpus:** `{CORPUS_NAME}`: {corpus['rows_train']} train rows, {corpus['rows_test']} test rows, "
@@ -63,12 +76,105 @@ def test_the_card_leads_with_what_the_run_did(trained, tiny_model_dir):
     assert "**Recipe:** Triplet (`triplet`), margin = 0.25" in lead
     assert "| metric (k = 16) | before | after | change |" in lead
     before, after = result["before"]["polarity"], result["after"]["polarity"]
-    assert f"| P@k (label agreement of retrieved texts) | {before:.1f} | {after:.1f} |" in lead
+    assert f"| P@k (label agreement of retrieved texts) | {before:.1f} (" in lead and f"| {after:.1f} (" in lead
     knn = result["after"]["knn_accuracy"]
-    assert any(line.startswith("| kNN accuracy |") and f"| {100 * knn:.1f}% |" in line for line in lines[:25])
+    assert any(line.startswith("| kNN accuracy |") and f"| {100 * knn:.1f}% (" in line for line in lines[:40])
     assert 'model = SentenceTransformer("path/to/this/folder")' in lead
     assert card.index("## ContrastLab fine-tuning") < card.index("This is a [sentence-transformers]")
     assert str(Path(trained[2].corpus).parent) not in card  # the corpus by name, not by where it was saved
+
+
+def test_the_saved_folder_quotes_no_training_or_test_text_by_default(trained):
+    folder, _, cfg = trained
+    assert _texts_found(folder) == set()  # no widget, samples table or usage snippet taken from the data
+    assert cfg.card_examples is False
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "* Samples:" not in card and "source_sentence" not in card
+    assert "The weather is lovely today." in card  # the usage snippet falls back to sentence-transformers' own
+
+
+def test_card_examples_keeps_sentence_transformers_examples(tmp_path_factory, tiny_model_dir):
+    folder, _, cfg = _train(tmp_path_factory.mktemp("card-examples"), tiny_model_dir, card_examples=True)
+    assert cfg.card_examples is True
+    found = _texts_found(folder)
+    assert found and found <= {row["text"] for row in ROWS if row["split"] == "train"}, found
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "* Samples:" in card and "source_sentence" in card
+
+
+def test_card_examples_is_a_train_flag_and_off_by_default():
+    from core.cli import build_parser
+
+    args = build_parser().parse_args(["train", "x.csv", "--card-examples"])
+    assert args.card_examples is True
+    assert build_parser().parse_args(["train", "x.csv"]).card_examples is None  # unset: the config's, else False
+    assert TrainConfig(corpus="x.csv").card_examples is False
+
+
+def test_the_card_carries_intervals_per_class_results_and_leakage(trained):
+    folder, result, _ = trained
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    after = result["after"]
+    low, high = after["knn_accuracy_ci"]
+    assert f"| {100 * after['knn_accuracy']:.1f}% ({100 * low:.1f}–{100 * high:.1f}%) |" in card
+    low, high = after["uncertainty"]["similarity_ci"]
+    assert f"| {after['similarity']:.1f} ({low:.1f}–{high:.1f}) |" in card
+    assert ("In brackets: the 95% interval (P@k and S@k: bootstrap over the target texts; accuracies: Wilson)."
+            in card)
+    assert "| class | test texts | P@16 before | P@16 after | kNN recall before | kNN recall after |" in card
+    for was, now in zip(result["before"]["per_class"]["classes"], after["per_class"]["classes"]):
+        assert (f"| `{now['class']}` | {now['n']}* | {was['polarity']:.1f} | {now['polarity']:.1f} | "
+                f"{100 * was['knn_recall']:.1f}% | {100 * now['knn_recall']:.1f}% |") in card
+    assert "*: fewer than 20 test texts" in card
+    assert "- **Leakage:** none: no test text is also a training text" in card
+
+
+@pytest.mark.parametrize(("summary", "line"), [
+    ({"leaked": 3, "leaked_dropped": 0},
+     "3 test texts are also training texts (exact repeats); counted in the figures below, where a model can score "
+     "them from memory"),
+    ({"leaked": 1, "leaked_dropped": 1, "target_split": "holdout"},
+     "1 holdout text was also a training text (exact repeats); dropped from the holdout split before evaluating"),
+    ({"kind": "pairs", "leaked": 2, "leaked_dropped": 0, "rows_train": 9, "rows_test": 4},
+     "2 test pairs are also training pairs (exact repeats); counted in the figures below, where a model can score "
+     "them from memory"),
+    ({"kind": "pairs", "leaked": 0, "leaked_dropped": 0}, "none: no test pair is also a training pair"),
+    ({}, None),  # a summary recorded before leakage was counted
+    ({"kind": "lists", "lists_train": 3, "lists_test": 1}, None),  # a kind that does not count it
+])
+def test_the_leakage_count_is_said_where_the_corpus_has_one(summary, line):
+    section = contrastlab_card_section(TrainConfig(corpus="c.csv"), {"corpus": {"name": "c", **summary}})
+    leakage = [text for text in section.splitlines() if text.startswith("- **Leakage:**")]
+    assert leakage == ([f"- **Leakage:** {line}"] if line else [])
+
+
+def test_intervals_show_where_both_bounds_are_known_and_per_class_rows_are_cut():
+    classes = [f"c{i}" for i in range(CLASSES_SHOWN + 2)]
+    rows = [{"class": c, "n": 30, "polarity": 50.0 + i, "polarity_sd": 1.0, "knn_recall": 0.5} for i, c in
+            enumerate(classes)]
+    result = {"corpus": {"name": "big", "classes": classes},
+              "before": {"knn_accuracy": 0.5, "knn_accuracy_ci": [None, 0.6], "sts_spearman": 70.0,
+                         "sts_spearman_ci": [60.0, 78.0]},
+              "after": {"knn_accuracy": 0.75, "knn_accuracy_ci": [0.7, 0.8], "sts_spearman": 80.0,
+                        "sts_spearman_ci": [None, None], "ordering_accuracy": 0.25,
+                        "ordering_accuracy_ci": [0.125, 0.5], "per_class": {"k": 8, "knn_k": 10, "classes": rows}}}
+    section = contrastlab_card_section(TrainConfig(corpus="big.csv"), result)
+    assert "| kNN accuracy | 50.0% | 75.0% (70.0–80.0%) | +25.0 pp |" in section  # an undefined bound: no interval
+    assert "| STS Spearman (cosine vs gold score, x100) | 70.0 (60.0–78.0) | 80.0 | +10.0 |" in section
+    assert "| – | 25.0% (12.5–50.0%) | – |" in section
+    assert "(accuracies: Wilson; STS Spearman: Fisher z)." in section
+    assert "| `c0` | 30 | – | 50.0 | – | 50.0% |" in section  # no per-class results before: dashes
+    assert f"`c{CLASSES_SHOWN - 1}` |" in section and f"`c{CLASSES_SHOWN}` |" not in section
+    assert "2 more classes are in the run's per-class results" in section and "*: fewer" not in section
+
+
+def test_the_card_names_the_config_an_export_writes():
+    from core.runs.export import CONFIG_FILE
+
+    section = contrastlab_card_section(TrainConfig(corpus="c.csv"), {})
+    assert f"python -m core train --config {CONFIG_FILE}" in section and "contrastlab_config" not in section
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"--config exports/<folder>/{CONFIG_FILE}" in readme
 
 
 def test_the_card_data_names_the_dataset_instead_of_unknown(trained):

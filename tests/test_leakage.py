@@ -1,6 +1,7 @@
 """Train/test leakage (issue 7): test texts that are also training texts (exact, after the cleaning the duplicate count
 uses) are counted with examples in the validation report, and can be dropped from the test split only: on a small
-table, on TREC, from the CLI (--drop-leaked) and from the Corpus page's checkbox."""
+table, on TREC, from the CLI (--drop-leaked) and from the Corpus page's checkbox. Pair and list corpora:
+tests/test_leakage_kinds.py."""
 
 from __future__ import annotations
 
@@ -130,14 +131,7 @@ def test_cli_flag_on_a_corpus_without_leaks_runs_and_says_nothing_about_them(tmp
 
 
 def test_cli_flag_hostile_cases_exit_2_with_one_line(tmp_path, leaky_csv, capsys):
-    pairs = tmp_path / "pairs.csv"
-    pd.DataFrame({"text1": ["a", "b"] * 10, "text2": ["c", "d"] * 10, "score": [0.1, 0.9] * 10}).to_csv(pairs,
-                                                                                                      index=False)
-    assert main(["evaluate", str(pairs), "--drop-leaked"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: --drop-leaked drops test texts") and "a pair corpus" in err
-    assert err.count("\n") == 1
-
+    """(Pair and list corpora take the flag too: tests/test_leakage_kinds.py.)"""
     all_leaked = tmp_path / "all.csv"
     df = table(0)
     df.loc[20:25, "text"] = df.loc[0:5, "text"].to_numpy()
@@ -190,9 +184,9 @@ def test_corpus_page_shows_no_leak_box_for_a_clean_corpus(app):
     assert "drop_leaked" not in [c.key for c in at.checkbox]
 
 
-def test_a_run_records_the_choice_and_its_worker_reads_the_corpus_the_page_showed(tmp_path, leaky_csv):
+def test_a_run_records_the_choice_and_its_worker_reads_the_corpus_the_page_showed(leaky_csv):
     """drop_leaked is a run setting: saved in the config (reproducible), and load_any (the worker's and the
-    export's reader) drops the same rows; pair corpora refuse it."""
+    export's reader) drops the same rows (of pair and list corpora too: tests/test_leakage_kinds.py)."""
     from core.data.kinds import load_any
     from core.training.config import TrainConfig
 
@@ -201,9 +195,5 @@ def test_a_run_records_the_choice_and_its_worker_reads_the_corpus_the_page_showe
     assert TrainConfig.from_dict({"corpus": str(leaky_csv), "model": "m"}).drop_leaked is False
     kept = load_any(leaky_csv, drop_leaked=True)
     assert kept.report.leaked_dropped == 3 and len(kept.test_texts) == len(load_any(leaky_csv).test_texts) - 3
-    pairs = tmp_path / "pairs.csv"
-    pd.DataFrame({"text1": ["a", "b"], "text2": ["c", "d"], "score": [0.1, 0.9]}).to_csv(pairs, index=False)
-    with pytest.raises(UserError, match="labelled corpus"):
-        load_any(pairs, drop_leaked=True)
     with pytest.raises(UserError):
         TrainConfig.from_dict({"corpus": str(leaky_csv), "model": "m", "drop_leaked": "maybe"})

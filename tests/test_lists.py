@@ -334,7 +334,7 @@ def test_nli_lists_order_premise_entailment_neutral_contradiction_then_another_p
 
 
 def test_nli_lists_need_a_label_column_and_complete_target_premises():
-    one_line_error("has no NLI label column", nli_lists, pair_corpus(nli_rows(4), label=False))
+    one_line_error("has no NLI label column", nli_lists, pair_corpus(nli_rows(25), label=False))
     rows = nli_rows(12, incomplete={9, 10, 11})
     split = ["test" if int(r[0].split()[1]) >= 9 else "train" for r in rows]
     one_line_error("No premise of the test split", nli_lists, pair_corpus(rows, split))

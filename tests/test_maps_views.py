@@ -16,9 +16,10 @@ from streamlit.testing.v1 import AppTest
 
 import core.analysis.projection
 from core.analysis import maps, projection
-from core.analysis.maps import ARROWS, CHANGE, MapData, map_figures, moved_most, selected_rows, selection_table
+from core.analysis.maps import ARROWS, CHANGE, FLIP, TRAINING, MapData, map_figures, moved_most, selected_rows, selection_table
 from core.analysis.plots import WEBGL_ABOVE, map_figure
 from core.errors import UserError
+from core.evaluation.changes import FLIPS
 from tests.conftest import train_tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +272,7 @@ def test_without_a_run_colour_by_label_or_split_only(monkeypatch, home, tiny_mod
 def test_colour_modes_colour_both_maps_alike(monkeypatch, home, tiny_model_dir, trained):
     at = open_maps(monkeypatch, home, tiny_model_dir)
     colour = at.radio(key="maps_colour")
-    assert colour.options == ["label", "split", CHANGE] and colour.value == "label"
+    assert colour.options == ["label", "split", CHANGE, FLIP] and colour.value == "label"
     ref, tuned = figures(at)
     assert [t.name for t in ref.data] == [t.name for t in tuned.data] == sorted(set(shown_data(at).labels))
 
@@ -291,6 +292,13 @@ def test_colour_modes_colour_both_maps_alike(monkeypatch, home, tiny_model_dir, 
     values = np.concatenate([decoded(t.marker.color) for t in ref.data])
     np.testing.assert_array_equal(values, np.concatenate([decoded(t.marker.color) for t in tuned.data]))
     assert 0 <= values.min() and values.max() <= 1 and values.max() > 0  # training changed some neighbourhoods
+
+    at.radio(key="maps_colour").set_value(FLIP).run()
+    no_errors(at)
+    ref, tuned = figures(at)
+    assert ref.layout.legend.title.text.startswith("kNN vote")
+    assert {t.name for t in ref.data} == {t.name for t in tuned.data} <= {*FLIPS, TRAINING}
+    assert TRAINING in {t.name for t in ref.data} and sum(len(t.customdata) for t in ref.data) == POINTS
 
 
 def test_arrows_count_and_hostile_counts(monkeypatch, home, tiny_model_dir, trained):

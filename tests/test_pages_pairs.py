@@ -65,6 +65,19 @@ def test_pasted_pair_table_shows_pair_report_and_sts_score(app):
     assert "Run STS evaluation" not in [b.label for b in at.button]  # scored once per corpus and model
 
 
+def test_the_corpus_page_warns_of_a_few_target_pairs_and_refuses_a_handful(app):
+    """Issue 26: STS Spearman over 10 pairs is shown with a warning on its interval; over 9 it is refused."""
+    at = paste_table(app, pasted(pair_table()))  # 10 test pairs
+    no_errors(at)
+    assert any(w.value.replace("\\", "").startswith("STS Spearman is computed on only 10 test pairs, so its 95% "
+                                                     "interval is wide: about ±63 points") for w in at.warning)
+    at = at.text_area(key="corpus_paste").set_value(pasted(pair_table(39))).run()  # 9 test pairs
+    assert not at.exception
+    assert [e.value.replace("\\", "") for e in at.error] == [
+        "STS Spearman would be computed on 9 test pairs, fewer than the 10 it needs to mean anything; give at least "
+        "10 scored pairs the split 'test' in column 'split'."]
+
+
 def test_the_pair_report_says_which_kept_pairs_go_unused(app):
     lines = pair_table().splitlines()
     lines += [f"a cow runs {i},the cow runs {i},3,neutral,validation" for i in range(5)]

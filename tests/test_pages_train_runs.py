@@ -277,3 +277,14 @@ def test_process_count_is_offered_only_with_two_gpus_or_more(app, idle_worker, g
     no_errors(at)
     [run] = store().list()
     assert run.config["nproc"] == 2 and run.config["nnodes"] == 1
+
+
+def test_training_texts_in_the_card_is_a_train_page_choice_off_by_default(train_page, idle_worker):
+    at = train_page
+    box = next(c for c in at.checkbox if c.label == "Training texts in the model card")
+    assert box.value is False
+    box.check().run()
+    button(at, "Start training").click().run()
+    no_errors(at)
+    [run] = store().list()
+    assert run.config["card_examples"] is True

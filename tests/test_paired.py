@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,3 +147,27 @@ def test_compare_usage_errors_exit_2(args):
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2
+
+
+def test_pages_tables_and_the_card_show_paired_intervals_of_real_runs(app, contrastlab_home, tiny_model_dir):
+    from core.analysis.tradeoff import change_table
+    from core.runs.store import RunStore
+    from tests.conftest import no_errors
+    from ui.run_tables import PAIRED, comparison_frame
+
+    first = train_tiny_run(contrastlab_home, tiny_model_dir)
+    second = train_tiny_run(contrastlab_home, tiny_model_dir, margin=2.0, lr=1e-3)
+    store = RunStore()
+    frame = comparison_frame(store.get(first), store.get(second))
+    assert all(", p " in text and text.startswith("[") for text in frame.loc[["P@k", "S@k", "kNN accuracy"], PAIRED])
+    assert frame.loc["Linear probe", PAIRED] == "–"  # no per-item figure behind a linear probe's accuracy
+    card = (Path(store.get(second).artefacts["model"]) / "README.md").read_text()
+    assert "paired over the same test items" in card and ("p = " in card or "p < " in card)
+    app.query_params["run"] = second
+    app.run()
+    at = app.switch_page("app_pages/7_Runs.py").run()
+    no_errors(at)
+    assert any("paired over the same test items" in c.value and "P@16 " in c.value for c in at.caption)
+    assert PAIRED in at.table[0].value.columns
+    rows = change_table(store, ("polarity",))  # the Trade-off page's before -> after table
+    assert len(rows) == 2 and all("[" in r["P@{k}"] and ", p " in r["P@{k}"] for r in rows)

@@ -55,12 +55,12 @@ def one_line_error(df: pd.DataFrame, match: str, **overrides) -> str:
 
 
 def test_scores_only_without_split_holds_out_10_percent_deterministically():
-    corpus = pairs_of(table(40))
+    corpus = pairs_of(table(100))
     assert corpus.columns == PairColumns("text1", "text2", "score", None, None)
-    assert (len(corpus.train), len(corpus.test), corpus.target_split) == (36, 4, "holdout")
+    assert (len(corpus.train), len(corpus.test), corpus.target_split) == (90, 10, "holdout")
     assert corpus.test.scores.dtype == np.float64 and (corpus.test.labels == -1).all()
-    assert sorted(corpus.train.scores.tolist() + corpus.test.scores.tolist()) == [float(i) for i in range(40)]
-    again = pairs_of(table(40))
+    assert sorted(corpus.train.scores.tolist() + corpus.test.scores.tolist()) == [float(i) for i in range(100)]
+    again = pairs_of(table(100))
     assert again.test.text1 == corpus.test.text1 and again.fingerprint == corpus.fingerprint
     assert "seed 0" in corpus.report.split_source
 
@@ -76,54 +76,55 @@ def test_label_words_any_case_keep_the_direction_zero_most_related():
 
 
 def test_integer_labels_and_scores_together_with_a_split_column():
-    split = ["train"] * 14 + ["validation"] * 3 + ["test"] * 3
-    corpus = pairs_of(table(20, label="int", split=split))
-    assert corpus.target_split == "test" and len(corpus.train) == 14 and len(corpus.test) == 3
-    assert corpus.test.scores.tolist() == [17.0, 18.0, 19.0] and corpus.test.labels.tolist() == [2, 0, 1]
+    split = ["train"] * 14 + ["validation"] * 3 + ["test"] * 10
+    corpus = pairs_of(table(27, label="int", split=split))
+    assert corpus.target_split == "test" and len(corpus.train) == 14 and len(corpus.test) == 10
+    assert corpus.test.scores.tolist() == [float(i) for i in range(17, 27)]
+    assert corpus.test.labels.tolist() == [i % 3 for i in range(17, 27)]
     assert any("3 'validation'" in w for w in corpus.report.warnings)
     summary = corpus.summary()
-    assert summary["kind"] == "pairs" and summary["score_range"] == [0.0, 19.0]
-    assert summary["rows_train"] == 14 and summary["rows_test"] == 3
+    assert summary["kind"] == "pairs" and summary["score_range"] == [0.0, 26.0]
+    assert summary["rows_train"] == 14 and summary["rows_test"] == 10
     json.dumps(summary), json.dumps(corpus.report.as_dict())
 
 
 def test_validation_is_the_target_without_test_rows():
-    corpus = pairs_of(table(20, split=["train"] * 15 + ["dev"] * 5))
-    assert corpus.target_split == "validation" and len(corpus.test) == 5
+    corpus = pairs_of(table(25, split=["train"] * 15 + ["dev"] * 10))
+    assert corpus.target_split == "validation" and len(corpus.test) == 10
 
 
 def test_split_column_without_targets_holds_out_train_rows_with_a_warning():
-    corpus = pairs_of(table(20, split=["train"] * 20))
-    assert corpus.target_split == "holdout" and len(corpus.test) == 2 and corpus.report.warnings
+    corpus = pairs_of(table(100, split=["train"] * 100))
+    assert corpus.target_split == "holdout" and len(corpus.test) == 10 and corpus.report.warnings
 
 
 def test_sentence1_sentence2_names_and_overrides():
-    df = table(12).rename(columns={"text1": "Sentence1", "text2": "SENTENCE2", "score": "relatedness"})
+    df = table(100).rename(columns={"text1": "Sentence1", "text2": "SENTENCE2", "score": "relatedness"})
     assert is_pair_table(df) and not is_pair_table(pd.DataFrame(columns=["text", "label"]))
     corpus = pairs_of(df, score_col="relatedness")
     assert corpus.columns == PairColumns("Sentence1", "SENTENCE2", "relatedness", None, None)
 
 
 def test_missing_cells_and_empty_texts_are_dropped_and_counted():
-    df = table(20, label="words").astype(object)
+    df = table(100, label="words").astype(object)
     df.loc[0, "text1"] = "   "
     df.loc[1, "score"] = None
     df.loc[2, "label"] = ""
     df.loc[3, "score"], df.loc[3, "label"] = None, None
     corpus = pairs_of(df)
     r = corpus.report
-    assert (r.rows_read, r.rows_kept, r.empty_dropped) == (20, 16, 1)
+    assert (r.rows_read, r.rows_kept, r.empty_dropped) == (100, 96, 1)
     assert (r.missing_score_dropped, r.missing_label_dropped) == (2, 2)
 
 
 def test_duplicate_pairs_are_counted_and_kept():
-    df = pd.concat([table(12), table(12).iloc[:2]], ignore_index=True)
+    df = pd.concat([table(100), table(100).iloc[:2]], ignore_index=True)
     corpus = pairs_of(df)
-    assert corpus.report.duplicates == 2 and corpus.report.rows_kept == 14
+    assert corpus.report.duplicates == 2 and corpus.report.rows_kept == 102
 
 
 def test_fingerprint_changes_with_a_score():
-    df = table(20)
+    df = table(100)
     changed = df.copy()
     changed.loc[5, "score"] = 99.0
     assert pairs_of(df).fingerprint != pairs_of(changed).fingerprint
@@ -183,7 +184,7 @@ def test_missing_override_lists_the_columns():
 
 
 def test_utf8_bom_and_latin1(tmp_path):
-    df = table(12)
+    df = table(100)
     df.loc[0, "text1"] = "café crème"
     bom = load_pairs(write(tmp_path, df, "bom.csv", "utf-8-sig"))
     assert bom.columns.text1 == "text1" and "café crème" in bom.train.text1 + bom.test.text1
@@ -193,14 +194,14 @@ def test_utf8_bom_and_latin1(tmp_path):
 
 
 def test_tsv_jsonl_and_parquet(tmp_path):
-    df = table(15, label="int")
+    df = table(99, label="int")
     (tmp_path / "p.tsv").write_text(df.to_csv(index=False, sep="\t"), encoding="utf-8")
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in df.to_dict("records")), encoding="utf-8")
     df.to_parquet(tmp_path / "p.parquet")
     for name in ("p.tsv", "p.jsonl", "p.parquet"):
         corpus = load_pairs(tmp_path / name)
-        assert corpus.report.rows_kept == 15 and corpus.report.label_counts == {
-            "entailment": 5, "neutral": 5, "contradiction": 5}, name
+        assert corpus.report.rows_kept == 99 and corpus.report.label_counts == {
+            "entailment": 33, "neutral": 33, "contradiction": 33}, name
         assert corpus_kind(tmp_path / name) == "pairs"
 
 
@@ -248,18 +249,18 @@ def test_an_empty_second_text_column_is_called_empty_not_numbers(tmp_path):
 
 
 def test_rows_dropped_for_an_empty_text_are_said_with_their_counts():
-    df = table(80)
+    df = table(200)
     df.loc[df.index % 2 == 0, "text2"] = ""
     corpus = pairs_of(df)
-    assert corpus.report.rows_kept == 40
-    assert "40 of 80 rows dropped because a text is empty (0 in 'text1', 40 in 'text2')." in corpus.report.warnings
+    assert corpus.report.rows_kept == 100
+    assert "100 of 200 rows dropped because a text is empty (0 in 'text1', 100 in 'text2')." in corpus.report.warnings
 
 
 def test_a_target_split_of_identical_texts_is_refused_and_some_are_counted():
-    df = table(40)
+    df = table(100)
     df["text2"] = df["text1"]
     one_line_error(df, "have two identical texts, whose cosine is 1 under any model")
-    few = table(40)
+    few = table(100)
     few.loc[:2, "text2"] = few.loc[:2, "text1"]
     assert "3 pairs have two identical texts (cosine 1 under any model)." in pairs_of(few).report.warnings
 
@@ -272,9 +273,9 @@ def test_scores_beyond_float32_are_refused(value):
 
 
 def test_scores_that_float32_merges_are_counted():
-    df = table(40)
-    df["score"] = [1.0 + i * 1e-9 for i in range(40)]  # distinct in float64, one value in float32
-    assert any(w.startswith("39 distinct scores in 'score' become equal at float32 precision")
+    df = table(100)
+    df["score"] = [1.0 + i * 1e-10 for i in range(100)]  # distinct in float64, one value in float32
+    assert any(w.startswith("99 distinct scores in 'score' become equal at float32 precision")
                for w in pairs_of(df).report.warnings)
 
 
@@ -285,3 +286,59 @@ def test_quick_on_a_pair_corpus_says_the_margin_slider_needs_labels(tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "trains on a labelled corpus (text, label)" in err
     assert "triplet" not in err  # a recipe the user never chose
+
+
+# ---------------------------------------------------------------- too few scored pairs (issue 26)
+
+
+def test_fewer_than_ten_scored_target_pairs_are_refused_naming_the_count_and_the_minimum():
+    message = one_line_error(table(90), "STS Spearman would be computed on 9 holdout pairs, fewer than the 10 it "
+                                        "needs to mean anything")
+    assert "provide at least 91 scored pairs to hold out 90:10" in message
+    message = one_line_error(table(59, split=["train"] * 50 + ["test"] * 9), "computed on 9 test pairs, fewer than "
+                                                                             "the 10")
+    assert "give at least 10 scored pairs the split 'test' in column 'split'" in message
+    assert len(pairs_of(table(91)).test) == 10  # the fewest pairs whose 10% holdout is 10
+    assert len(pairs_of(table(40, score=False, label="words")).test) == 4  # no score, no STS Spearman: no minimum
+
+
+def test_fewer_than_a_hundred_scored_target_pairs_are_warned_with_the_width_of_the_interval():
+    assert ("STS Spearman is computed on only 10 holdout pairs, so its 95% interval is wide: about ±63 points around "
+            "a Spearman of 0 (each evaluation states its own interval); 100 or more pairs narrow it."
+            in pairs_of(table(91)).report.warnings)
+    enough = pairs_of(table(200, split=["train"] * 100 + ["test"] * 100))
+    assert len(enough.test) == 100 and not any("STS Spearman" in w for w in enough.report.warnings)
+
+
+def test_evaluate_refuses_a_handful_of_pairs_and_names_the_interval_of_a_few(tmp_path, tiny_model_dir, capsys):
+    from core.cli import main
+
+    few = write(tmp_path, table(40, split=["train"] * 31 + ["test"] * 9), "few.csv")
+    assert main(["evaluate", few, "--model", str(tiny_model_dir)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: STS Spearman would be computed on 9 test pairs, fewer than the 10 it needs to mean anything; give at "
+        "least 10 scored pairs the split 'test' in column 'split'.")
+    some = write(tmp_path, table(60, split=["train"] * 30 + ["test"] * 30), "some.csv")
+    assert main(["evaluate", some, "--model", str(tiny_model_dir), "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    low, high = out["sts_spearman_ci"]
+    assert out["n_pairs"] == 30 and low < out["sts_spearman"] < high
+    warned = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert warned == [
+        "warning: STS Spearman is computed on only 30 test pairs, so its 95% interval is wide: about ±36 points around "
+        "a Spearman of 0 (each evaluation states its own interval); 100 or more pairs narrow it.",
+        f"warning: STS Spearman {out['sts_spearman']:.2f} is computed on only 30 test pairs: its 95% interval, "
+        f"{low:.1f} to {high:.1f}, is wide; 100 or more pairs narrow it."]
+
+
+def test_a_run_refuses_an_sts_corpus_of_a_handful_of_pairs_before_it_starts(tmp_path, capsys):
+    from core.cli import main
+    from core.data.corpus import demo_corpus_path
+    from core.runs.store import RunStore
+
+    few = write(tmp_path, table(40, split=["train"] * 35 + ["test"] * 5), "few.csv")
+    assert main(["train", str(demo_corpus_path()), "--sts-corpus", few]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: STS Spearman would be computed on 5 test pairs") and "\n" not in err
+    assert RunStore().list() == []

@@ -23,11 +23,12 @@ WORDS = ["cat", "dog", "car", "tree", "house", "river", "music", "bread", "stone
 
 
 def pair_file(tmp_path: Path, labels: bool = False) -> Path:
-    """40 train and 12 test pairs; the score falls as the second text drifts from the first."""
+    """40 train and 100 test pairs (enough for STS Spearman without a small-sample warning, issue 26); the score
+    falls as the second text drifts from the first."""
     rows = []
-    for i in range(52):
+    for i in range(140):
         a = f"the {WORDS[i % 10]} and the {WORDS[(i + 1) % 10]} number {i}"
-        b = f"the {WORDS[(i + i % 4) % 10]} near a {WORDS[(i + 3) % 10]}"
+        b = f"the {WORDS[(i + i % 4) % 10]} near a {WORDS[(i + 3) % 10]} at place {i}"  # no text in two pairs
         label = f",{['entailment', 'neutral', 'contradiction'][i % 3]}" if labels else ""
         rows.append(f"{a},{b},{5.0 - (i % 6) * 0.8:.1f}{label},{'train' if i < 40 else 'test'}")
     path = tmp_path / "pairs.csv"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -202,6 +203,46 @@ def test_an_unreachable_cluster_is_one_line_not_minutes_of_retries():
 
     with pytest.raises(UserError, match=r"Could not reach the Ray cluster at 127\.0\.0\.1:1 "):
         ray_sweep.connect(NoInit(), "127.0.0.1:1")
+
+
+def _closed_port() -> int:
+    """A port nothing listens on: bound, then closed again."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("scheme", ["ray://", ""])
+def test_the_cli_refuses_an_unreachable_cluster_with_exit_2_before_any_run(tiny_model_dir, scheme, capsys):
+    """Issue 26: the address is the user's input, so exit 2 in one line, at once (it was exit 1 from the sweep's
+    worker, seconds later)."""
+    from core.cli import main
+
+    pytest.importorskip("ray")
+    address = f"{scheme}127.0.0.1:{_closed_port()}"
+    t0 = time.monotonic()
+    code = main(["sweep", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--margins", "0.1", "--engine",
+                 "ray", "--address", address])
+    assert code == 2 and time.monotonic() - t0 < ray_sweep.CONNECT_TIMEOUT_S
+    assert capsys.readouterr().err.strip() == (
+        f"error: Could not reach the Ray cluster at {address} (Connection refused); check that its head node runs "
+        "(`ray start --head`) and that this machine can reach that port.")
+    assert RunStore().list() == []
+
+
+def test_a_sweep_whose_worker_cannot_reach_ray_exits_2(tiny_model_dir, monkeypatch, capsys):
+    """The cluster goes away between the CLI's check and the worker's ray.init: the sweep fails on the user's
+    input, so the CLI exits 2 (as train does for a run failed by a UserError), not 1."""
+    from core.cli import main
+
+    pytest.importorskip("ray")
+    monkeypatch.setattr(ray_sweep, "reachable", lambda address: None)  # the CLI's check passes; the worker's not
+    address = f"127.0.0.1:{_closed_port()}"
+    code = main(["sweep", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--margins", "0.1", "--device",
+                 "cpu", "--engine", "ray", "--address", address])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(err) == 1 and f"failed: Could not reach the Ray cluster at {address} " in err[0], err
+    assert [r.status for r in RunStore().list(with_losses=False)] == ["failed"]
 
 
 def test_a_sweep_saved_before_engines_existed_trains_here(tiny_model_dir, monkeypatch):

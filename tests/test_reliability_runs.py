@@ -18,7 +18,7 @@ import pytest
 import core.jobs.launch
 from core.cli import COMMANDS, follow, main
 from core.data.corpus import demo_corpus_path
-from core.runs.store import TMP_NAME, RunStore
+from core.runs.store import TMP_NAME, RunStore, pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 # Enough steps that the run is still training when it is killed or interrupted (it never gets near the end).
@@ -160,6 +160,48 @@ def test_ctrl_c_outside_a_run_is_one_line(monkeypatch, capsys):
     assert len(error_lines(err)) == 1 and err.count("\n") == 1, err
 
 
+# --- SIGTERM, and runs that end cancelled (issue 26) -------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["train", "sweep"])
+@pytest.mark.parametrize("target", ["worker", "cli"])
+def test_a_run_stopped_by_sigterm_exits_as_interrupted_with_its_status(command, target, tiny_model_dir,
+                                                                       contrastlab_home):
+    """`kill` of the run's worker cancels the run; `kill` of the CLI cancels it as Ctrl-C does (never leaves it
+    training on its own). Either way the CLI prints the cancelled status and exits 130, a sweep as a train run."""
+    store = RunStore(contrastlab_home)
+    grid = ["--margins", "0.1,0.2"] if command == "sweep" else []
+    cli = start_cli(contrastlab_home, command, str(demo_corpus_path()), "--model", str(tiny_model_dir), "--json",
+                    *grid, *LONG_TRAINING)
+    wait_training(store, cli)
+    run = next(r for r in store.list(with_losses=False) if r.kind == command)
+    if target == "worker":
+        os.kill(run.pid, signal.SIGTERM)
+    else:
+        cli.send_signal(signal.SIGTERM)
+    try:
+        out, err = cli.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        cli.kill()
+        raise
+    assert cli.returncode == 130 and "Traceback" not in err, err
+    result = json.loads(out)
+    assert result["status"] == "cancelled" and store.get(run.id).status == "cancelled"
+    if command == "sweep":
+        assert [c["status"] for c in result["runs"]] == ["cancelled"]
+    deadline = time.monotonic() + 15
+    while pid_alive(run.pid):
+        assert time.monotonic() < deadline, "the worker outlived its cancelled run"
+        time.sleep(0.2)
+
+
+def test_a_command_whose_run_ended_cancelled_prints_it_and_exits_130(monkeypatch, capsys):
+    monkeypatch.setitem(COMMANDS, "runs", (lambda args: {"status": "cancelled"}, lambda r: print(r["status"])))
+    assert main(["runs"]) == 130
+    assert capsys.readouterr().out == "cancelled\n"
+    monkeypatch.setitem(COMMANDS, "runs", (lambda args: {"status": "done"}, lambda r: print(r["status"])))
+    assert main(["runs"]) == 0
+
+
 # --- the corpus report's warnings; evaluate --k -----------------------------------------------------------------
 
 @pytest.fixture
@@ -186,8 +228,8 @@ def test_evaluate_and_layers_print_the_corpus_warnings(command, warned_corpus, t
 
 def test_train_prints_the_corpus_warnings(warned_corpus, tiny_model_dir, monkeypatch, capsys):
     monkeypatch.setattr(core.jobs.launch, "start", lambda store, run_id: store.request_cancel(run_id) or 0)
-    assert main(["train", str(warned_corpus), "--model", str(tiny_model_dir), "--json"]) == 0
-    captured = capsys.readouterr()
+    assert main(["train", str(warned_corpus), "--model", str(tiny_model_dir), "--json"]) == 130  # cancelled: as
+    captured = capsys.readouterr()  # an interrupted command exits (issue 26)
     assert len(warnings_of(captured.err)) == 2 and json.loads(captured.out)["status"] == "cancelled"
 
 

@@ -26,7 +26,7 @@ from core.runs.store import NOTE_MAX, TAG_MAX, TAGS_MAX, RunStore, clean_tags
 from core.storage import corpora_dir
 from core.training.config import TrainConfig, resolved
 from tests.conftest import button, no_errors
-from ui.run_tables import DIFF, comparison_frame, comparison_table, config_diff
+from ui.run_tables import DIFF, PAIRED, comparison_frame, comparison_table, config_diff
 
 RUNS_PAGE = "app_pages/7_Runs.py"
 BEFORE = {"polarity": 60.0, "similarity": 45.0, "knn_accuracy": 0.70, "linear_accuracy": 0.72}
@@ -63,10 +63,11 @@ def test_comparison_fills_a_and_b_before_and_after_with_pp_for_accuracy_changes(
     b = finished(store, page_config(tiny_model_dir, margin=1.0), {"polarity": 65.0, "similarity": 43.0,
                                                                  "knn_accuracy": 0.75, "linear_accuracy": 0.74})
     frame = comparison_frame(store.get(a), store.get(b))
-    assert list(frame.columns) == ["A before", "A after", "B before", "B after", DIFF]
+    assert list(frame.columns) == ["A before", "A after", "B before", "B after", DIFF, PAIRED]
     assert list(frame.index) == ["P@k", "S@k", "kNN accuracy", "Linear probe"]  # no empty STS / ordering rows
     assert frame.notna().all().all()
-    assert frame.loc["kNN accuracy"].tolist() == pytest.approx([70.0, 80.0, 70.0, 75.0, 5.0])
+    assert frame.loc["kNN accuracy"].tolist()[:5] == pytest.approx([70.0, 80.0, 70.0, 75.0, 5.0])
+    assert set(frame[PAIRED]) == {"–"}  # figures without per-item arrays: no paired interval
     shown = comparison_table(store.get(a), store.get(b)).to_html()
     assert "+5.0 pp" in shown and "80.0%" in shown and "+5.0%" not in shown  # accuracy changes in points
     assert "+5.0<" in shown  # P@k's change has no unit
@@ -122,7 +123,7 @@ def test_runs_page_compares_two_runs_in_a_full_width_table_with_a_log_toggle(app
     at = open_runs(app, page)
     no_errors(at)
     table = at.table[0].value
-    assert list(table.columns) == ["A before", "A after", "B before", "B after", DIFF]
+    assert list(table.columns) == ["A before", "A after", "B before", "B after", DIFF, PAIRED]
     assert table.loc["kNN accuracy", ["A after", "B after"]].tolist() == pytest.approx([80.0, 70.0])
     assert any("**A** `" in m.value and page in m.value and quick in m.value for m in at.markdown)
     settings = at.dataframe[-1].value

@@ -73,7 +73,7 @@ def corpus_fields() -> dict:
         saved = {role: col for role, col in asdict(corpus.columns).items() if col is not None}
         path = persist_table(table.df, saved)
         return {"corpus": str(path), "text_col": None, "label_col": "label" if "label" in saved else None,
-                "split_col": "split" if "split" in saved else None,
+                "split_col": "split" if "split" in saved else None, "drop_leaked": corpus.report.leaked_dropped > 0,
                 **({"list_shape": corpus.shape} if corpus.kind == "lists" else {})}
     columns, dropped = corpus.columns, corpus.report.duplicates_dropped > 0
     if table.source == "demo" and not dropped:

@@ -6,6 +6,8 @@ import streamlit as st
 
 from core.analysis.plots import loss_curve_figure
 from core.evaluation.headline import HEADLINE
+from core.evaluation.paired import change_texts
+from core.evaluation.published import published
 from core.jobs.process import LOG_NAME
 from core.jobs.sweep import cancel
 from core.runs.export import safe_name
@@ -14,6 +16,7 @@ from core.runs.store import PARENT_KINDS, Run, RunStore
 from core.training.eta import fmt_seconds
 from ui.charts import plot
 from ui.feedback import guard
+from ui.layout import escaped
 from ui.run_control import get_run
 from ui.run_tables import runs_table
 
@@ -63,9 +66,10 @@ def progress_text(run: Run) -> tuple[float, str]:
     return fraction, text
 
 
-def metric_cards(before: dict | None, after: dict | None) -> None:
+def metric_cards(before: dict | None, after: dict | None, corpus_fingerprints: tuple[str, ...] = ()) -> None:
     """The headline metrics after training, with the change from before as deltas (before only, while the
-    run is still training)."""
+    run is still training), and under them each change's paired 95% interval and p-value: is it real? The figures
+    published for the run's corpus (`corpus_fingerprints`: core.evaluation.published) in a line of their own."""
     shown = after or before
     if not shown:
         return
@@ -78,6 +82,21 @@ def metric_cards(before: dict | None, after: dict | None) -> None:
                     delta=None if base is None else metric.change_text(base, value),
                     help="Base model, before training." if not after else
                     None if base is None else f"Before training: {metric.text(base)}.")
+    figures = [f for fingerprint in corpus_fingerprints for f in published(fingerprint).values()
+               if f.key in {m.key for m in present}]
+    if figures:
+        st.caption("Published on this test set: " + "; ".join(escaped(f.label()) for f in figures) + ".")
+    changes = change_texts(before, after) if after else {}
+    if changes:
+        st.caption("Change after − before, with its 95% interval and p-value, paired over the same test items "
+                   "(bootstrap, 1,000 resamples): " + "; ".join(
+                       f"{m.short.format(k=k)} {changes[m.key]}" for m in present if m.key in changes) + ".")
+
+
+def corpus_fingerprints(summary: dict) -> tuple[str, ...]:
+    """The fingerprints of the corpora a finished run was evaluated on (its summary's corpus, and its list corpus
+    when that is another one); a run still training has no summary yet, and its corpus is only a path: none."""
+    return tuple(fp for part in ("corpus", "lists") if (fp := (summary.get(part) or {}).get("fingerprint")))
 
 
 def training_plot(run: Run, key: str) -> None:
@@ -101,8 +120,8 @@ def outcome(runs: RunStore, run: Run) -> None:
         at = f" at step {step:,} of {total:,}" if step is not None and total else ""
         st.warning(f"The run was cancelled{at}; no model was saved.", icon=":material/cancel:")
     elif run.status == "done" and run.kind == "train":
-        metric_cards(run.metrics_before, run.metrics_after)
         summary = run.progress.get("summary", {})
+        metric_cards(run.metrics_before, run.metrics_after, corpus_fingerprints(summary))
         examples, timings = summary.get("examples", {}), summary.get("timings", {})
         bits = [f"{examples['examples']:,} examples ({examples.get('format', '?')})" if "examples" in examples else "",
                 f"{summary['steps']:,} steps" if "steps" in summary else "",

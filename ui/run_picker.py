@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.data.corpus import Corpus
-from core.runs.labels import run_label
+from core.runs.labels import run_labels
 from core.runs.store import Run
 from ui import nav, state
 from ui.resources import run_store
@@ -47,9 +47,9 @@ def pick_run(corpus: Corpus, key: str) -> Run | None:
     if not runs:
         no_run_message()
         return None
-    ids = list(runs)
-    picked = st.selectbox("Fine-tuned run", ids, index=ids.index(_default(runs)),
-                          format_func=lambda run_id: run_label(runs[run_id]), key=key,
+    ids, labels = list(runs), run_labels(runs.values())
+    picked = st.selectbox("Fine-tuned run", ids, index=ids.index(_default(runs)), format_func=labels.__getitem__,
+                          key=key,
                           on_change=_select, args=(key,))
     return runs[picked]
 
@@ -60,6 +60,7 @@ def pick_runs(corpus: Corpus, key: str) -> list[Run]:
     if not runs:
         no_run_message()
         return []
-    picked = st.multiselect("Fine-tuned runs", list(runs), default=[_default(runs)],
-                            format_func=lambda run_id: run_label(runs[run_id]), key=key)
+    labels = run_labels(runs.values())
+    picked = st.multiselect("Fine-tuned runs", list(runs), default=[_default(runs)], format_func=labels.__getitem__,
+                            key=key)
     return [runs[run_id] for run_id in picked]

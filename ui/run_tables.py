@@ -11,12 +11,14 @@ import streamlit as st
 from pandas.io.formats.style import Styler
 
 from core.analysis.plots import losses_figure
-from core.evaluation.headline import HEADLINE, Metric
-from core.runs.labels import corpus_names, corpus_path, duration_s, knob_text, recipe_text
+from core.evaluation.headline import HEADLINE, Metric, p_text
+from core.evaluation.paired import compared
+from core.runs.labels import corpus_names, corpus_path, differences, duration_s, knob_text, recipe_text
 from core.runs.store import Run
 from core.training.config import resolved
 
-DIFF = "A − B, after"  # the comparison's last column: positive where run A ends higher
+DIFF = "A − B, after"  # the comparison's difference column: positive where run A ends higher
+PAIRED = "95% CI, p (paired)"  # its interval and p-value over the same test items (core.evaluation.paired)
 
 
 def runs_frame(runs: Iterable[Run], names: dict[str, str] | None = None) -> pd.DataFrame:
@@ -25,17 +27,21 @@ def runs_frame(runs: Iterable[Run], names: dict[str, str] | None = None) -> pd.D
     Spearman, ordering), as the metric cards show them."""
     runs = list(runs)
     names = corpus_names(runs) if names is None else names
+    differ = differences(runs)
     metrics = [m for m in HEADLINE if any((r.metrics_after or {}).get(m.key) is not None for r in runs)]
     rows = []
     for r in runs:
         after = r.metrics_after or {}
         rows.append({
             "run": r.id, "kind": r.kind, "status": r.status, "recipe": recipe_text(r), "margin / scale": knob_text(r),
+            "differs in": differ.get(r.id, ""),
             "corpus": names.get(corpus_path(r) or "", ""), "tags": list(r.tags),
             **{m.short.format(k="k"): None if after.get(m.key) is None else m.shown(after[m.key]) for m in metrics},
-            "duration": duration_s(r), "sweep": r.sweep_id or "", "created": pd.Timestamp(r.created, unit="s", tz="UTC"),
+            "duration": duration_s(r), "sweep": r.sweep_id or "",
+            "created": pd.Timestamp(r.created, unit="s", tz="UTC"),
         })
-    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin / scale", "corpus", "tags",
+    return pd.DataFrame(rows, columns=["run", "kind", "status", "recipe", "margin / scale", "differs in", "corpus",
+                                       "tags",
                                        *(m.short.format(k="k") for m in metrics), "duration", "sweep", "created"])
 
 
@@ -45,6 +51,8 @@ def runs_table(runs: Iterable[Run], key: str, names: dict[str, str] | None = Non
     st.dataframe(runs_frame(runs, names), hide_index=True, key=key, placeholder="–", column_config={
         **metrics,
         "tags": st.column_config.ListColumn(help="Set below, for the selected run."),
+        "differs in": st.column_config.TextColumn(help="The settings in which the run differs from the other runs "
+                                                       "of its recipe shown here, beyond its margin / scale."),
         "duration": st.column_config.NumberColumn(format="%.0f s", help="Wall time from start to finish."),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
     })
@@ -92,10 +100,21 @@ def metrics_frame(runs: Sequence[Run]) -> pd.DataFrame:
 
 
 def comparison_frame(a: Run, b: Run) -> pd.DataFrame:
-    """Runs A and B before and after, and A's result minus B's (in points: percentage points for accuracies)."""
+    """Runs A and B before and after, A's result minus B's (in points: percentage points for accuracies), and that
+    difference's paired 95% interval and p-value where both runs scored the same test items."""
     frame = metrics_frame([a, b])
     frame[DIFF] = frame["A after"] - frame["B after"]
+    both = a.metrics_after and b.metrics_after
+    paired = {d["name"]: d for d in compared(b.metrics_after, a.metrics_after)["metrics"]} if both else {}  # A - B
+    frame[PAIRED] = [_paired_text(_metric(row), paired.get(_metric(row).key)) for row in frame.index]
     return frame
+
+
+def _paired_text(metric: Metric, difference: dict | None) -> str:
+    """A paired difference's interval and p-value (its value has its own column); '–' where it has none."""
+    if difference is None:
+        return "–"
+    return f"{metric.interval_text(difference['ci_low'], difference['ci_high'])}, {p_text(difference['p_value'])}"
 
 
 def _metric(row: str) -> Metric:
@@ -107,7 +126,7 @@ def comparison_table(a: Run, b: Run) -> Styler:
     differences in 'pp' (a change of an accuracy is in percentage points, not a percentage), '–' where missing."""
     frame = comparison_frame(a, b)
     styled = frame.style
-    values = [c for c in frame.columns if c != DIFF]
+    values = [c for c in frame.columns if c not in (DIFF, PAIRED)]
     for row in frame.index:
         metric = _metric(row)
         unit = "%" if metric.percent else ""

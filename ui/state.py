@@ -72,7 +72,8 @@ def table() -> Table | None:
 def use_table(table: Table, columns: Columns | PairColumns | ListColumns, drop_duplicates: bool = False,
               drop_leaked: bool = False, list_shape: str = "chain") -> bool:
     """Make the corpus built from `table` current (a pair corpus for PairColumns, a list corpus of `list_shape` for
-    ListColumns; neither drops duplicates or leaked texts); True when that changed the current corpus.
+    ListColumns; neither drops duplicates, both drop their leaked items with `drop_leaked`); True when that changed
+    the current corpus.
 
     Rebuilds only when the input or the mapping changed, under a progress bar: validating a 100k-row table takes
     seconds, which the page shows (a labelled corpus by its stages) rather than sit still. Building raises
@@ -84,9 +85,11 @@ def use_table(table: Table, columns: Columns | PairColumns | ListColumns, drop_d
         return False
     with progress_bar(f"Validating {len(table.df):,} rows…") as bar:
         if isinstance(columns, ListColumns):
-            built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings), shape=list_shape)
+            built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings), shape=list_shape,
+                                drop_leaked=drop_leaked)
         elif isinstance(columns, PairColumns):
-            built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings))
+            built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings),
+                                drop_leaked=drop_leaked)
         else:
             built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,
                                  warnings=list(table.warnings), progress=bar, drop_leaked=drop_leaked)

@@ -25,7 +25,8 @@ from core.analysis.plots import map_figure, map_png, plot_text
 from core.data.corpus import Corpus
 from core.errors import UserError, os_error
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets
-from core.evaluation.metrics import knn_accuracy
+from core.evaluation.changes import flip_status
+from core.evaluation.metrics import knn_predict
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
 from core.storage import cached_array, projection_entry, write_atomic
@@ -38,7 +39,9 @@ POINT_STEPS = (250, 500, 1000, 2000, 5000, 10000, 20000, 50000)  # the sizes the
 MAX_POINTS = Param("max_points", int, 2000, "Texts to plot", "at most this many texts, stratified by split and label",
                    low=projection.MIN_POINTS, high=1_000_000)
 CHANGE = "neighbourhood change"
-COLOURS = ("label", "split", CHANGE)  # what the points can be coloured by; CHANGE needs a fine-tuned model
+FLIP = "kNN flip"  # a test text's kNN vote before -> after (core.evaluation.changes.FLIPS); training texts apart
+COLOURS = ("label", "split", CHANGE, FLIP)  # what points can be coloured by; CHANGE and FLIP need a fine-tuned model
+TRAINING = "training text (not voted on)"
 ARROWS = Param("arrows", int, 20, "Arrows",
                "how many texts get an arrow: those whose neighbourhood changed most", low=0, high=500)
 # What a map's first step does before it reports iterations (t-SNE) or epochs (UMAP), and what those are called.
@@ -58,6 +61,8 @@ class MapData:
     reference: np.ndarray  # (n, d) embeddings of the plotted texts
     ref_map: np.ndarray  # (n, 2)
     ref_knn: float
+    ref_right: np.ndarray | None = None  # per plotted text: its kNN vote right (test texts); None for training texts
+    tuned_right: np.ndarray | None = None
     tuned: np.ndarray | None = None
     tuned_map: np.ndarray | None = None
     tuned_knn: float | None = None
@@ -79,6 +84,16 @@ class MapData:
         return cached_array(projection_entry(("neighbourhood change", self.reference, self.tuned, NEIGHBOURS)),
                             lambda: projection.neighbourhood_change(self.reference, self.tuned, NEIGHBOURS),
                             (len(self),))
+
+    @property
+    def flips(self) -> list[str] | None:
+        """Per plotted text, its kNN vote before -> after training (core.evaluation.changes.FLIPS: right -> wrong
+        first), or TRAINING for the training texts the vote reads; None without a fine-tuned model."""
+        if self.tuned_right is None or self.ref_right is None:
+            return None
+        voted = np.array([r is not None for r in self.ref_right])
+        status = flip_status(self.ref_right == True, self.tuned_right == True)  # noqa: E712 (object arrays)
+        return np.where(voted, status, TRAINING).tolist()
 
     @cached_property
     def moved(self) -> np.ndarray | None:
@@ -171,17 +186,19 @@ def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points:
     strata = [f"{s}\x1f{c}" for s, c in zip(split, codes)]
     rows = projection.subsample(len(texts), max_points, strata, seed)
 
-    def embed_and_score(model, name: str) -> tuple[np.ndarray, float]:
+    def embed_and_score(model, name: str) -> tuple[np.ndarray, float, np.ndarray]:
         train, test = _encode(model, corpus, train_texts, name, progress)
-        acc = knn_accuracy(train[sets.knn_pos], corpus.train_labels[sets.knn], test, corpus.test_labels,
-                           SETTINGS.knn_k, SETTINGS.knn_metric)
-        return np.concatenate([train, test])[rows], acc
+        right = knn_predict(train[sets.knn_pos], corpus.train_labels[sets.knn], test, SETTINGS.knn_k,
+                            SETTINGS.knn_metric) == corpus.test_labels
+        voted = np.concatenate([np.full(len(train_texts), None, dtype=object), right.astype(object)])[rows]
+        return np.concatenate([train, test])[rows], float(right.mean()), voted
 
-    ref_emb, ref_knn = embed_and_score(reference, "reference")
-    tuned_emb, tuned_knn = embed_and_score(tuned, "fine-tuned") if tuned is not None else (None, None)
+    ref_emb, ref_knn, ref_right = embed_and_score(reference, "reference")
+    tuned_emb, tuned_knn, tuned_right = (embed_and_score(tuned, "fine-tuned") if tuned is not None
+                                         else (None, None, None))
     common = {"method": method, "texts": [texts[i] for i in rows],
               "labels": [corpus.classes[codes[i]] for i in rows], "split": [split[i] for i in rows],
-              "n_available": len(texts), "reference": ref_emb, "ref_knn": ref_knn,
+              "n_available": len(texts), "reference": ref_emb, "ref_knn": ref_knn, "ref_right": ref_right,
               "n_test": len(corpus.test_texts)}
     started = time.perf_counter()
     which = "reference map" if tuned is None else "1 of 2, reference map"
@@ -193,7 +210,7 @@ def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points:
     _, tuned_map = projection.aligned_maps(
         ref_emb, tuned_emb, method, seed,
         progress=(None, _map_phase(progress, method, "2 of 2, fine-tuned map from the reference layout")))
-    return MapData(ref_map=ref_map, tuned=tuned_emb, tuned_map=tuned_map, tuned_knn=tuned_knn,
+    return MapData(ref_map=ref_map, tuned=tuned_emb, tuned_map=tuned_map, tuned_knn=tuned_knn, tuned_right=tuned_right,
                    tuned_seconds=time.perf_counter() - started, **common)
 
 
@@ -214,13 +231,14 @@ def map_figures(data: MapData, reference_name: str, tuned_name: str | None = Non
     rows show as selected on both; a drag selects a box (the toolbar offers lasso, zoom and pan)."""
     if colour not in COLOURS:
         raise ValueError(f"unknown colouring {colour!r}; choose one of {COLOURS}")
-    if data.tuned is None and (colour == CHANGE or arrows):
-        raise ValueError("neighbourhood change and arrows need a fine-tuned model")
+    if data.tuned is None and (colour in (CHANGE, FLIP) or arrows):
+        raise ValueError("neighbourhood change, kNN flips and arrows need a fine-tuned model")
     change = data.change
     details = [(label if colour == "split" else split) + ("" if change is None else f" · {_change_text(change[i])}")
                for i, (label, split) in enumerate(zip(data.labels, data.split))]
     style = {"method": METHOD_NAMES[data.method], "details": details, "selected": selected,
              **({"colour_by": data.split, "colour_title": "split"} if colour == "split" else {}),
+             **({"colour_by": data.flips, "colour_title": "kNN vote, before → after"} if colour == FLIP else {}),
              **({"values": change, "values_title": f"{NEIGHBOURS} nearest<br>neighbours new"} if colour == CHANGE
                 else {})}
     ref = map_figure(data.ref_map, data.labels, data.texts, map_title(reference_name, data.ref_knn, data),

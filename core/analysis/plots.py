@@ -19,8 +19,11 @@ from plotly.subplots import make_subplots
 
 from core.evaluation.headline import HEADLINE
 from core.evaluation.pareto import pareto_front
+from core.evaluation.published import Published
 from core.evaluation.uncertainty import ERROR_BARS, interval
 
+PUBLISHED_COLOUR = "#7048e8"  # a published figure (core.evaluation.published): one colour, no run's
+PUBLISHED_NOTE_CHARS = 40  # of its source note in a line's label; the whole note is in the hover where there is one
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Alphabet
 WEBGL_ABOVE = 3000  # SVG scatter gets sluggish beyond a few thousand points
 HOVER_CHARS = 200
@@ -282,11 +285,14 @@ def _count_text(point: dict) -> str:
     return f"{n:,} targets" if n else ""
 
 
-def tradeoff_figure(points: list[dict], k: int = 16, bars: str = "ci") -> go.Figure:
+def tradeoff_figure(points: list[dict], k: int = 16, bars: str = "ci",
+                    published: dict[str, Published] | None = None) -> go.Figure:
     """S@k (x) vs P@k (y): the reference as a black star, one point per run, or per set of runs that differ only in
     their seed (core.analysis.tradeoff.seed_groups: their mean, bars the seeds' min–max), each labelled with recipe
     and knob (quick points say so); colour per recipe, marker per budget; error bars as `bars`
-    (core.evaluation.uncertainty.ERROR_BARS); the Pareto front (over all points) as a dashed line."""
+    (core.evaluation.uncertainty.ERROR_BARS); the Pareto front (over all points) as a dashed line. The corpus's
+    `published` figures (core.evaluation.published): P@k and S@k both as a "published" point of its own, one of
+    them alone as a dashed line across the plot; not part of the front."""
     fig = go.Figure()
     recipes = list(dict.fromkeys(str(p.get("recipe") or "run") for p in points if not p.get("is_reference")))
     budgets = list(dict.fromkeys(p.get("budget") for p in points if not p.get("is_reference")))
@@ -336,6 +342,7 @@ def tradeoff_figure(points: list[dict], k: int = 16, bars: str = "ci") -> go.Fig
             x=[p["similarity"] for p in front], y=[p["polarity"] for p in front], mode="lines",
             name="Pareto front", line={"dash": "dash", "color": "grey"}, hoverinfo="skip",
         ))
+    _published_marks(fig, published or {})
     seeds_note = "; a mean of seeds: the seeds' min–max" if any(p.get("n_seeds", 1) > 1 for p in points) else ""
     fig.update_layout(title=f"Retrieval trade-off: polarity P@{k} vs semantic similarity S@{k}<br><sup>error bars: "
                             f"{ERROR_BARS[bars]}{seeds_note}</sup>",
@@ -346,10 +353,39 @@ def tradeoff_figure(points: list[dict], k: int = 16, bars: str = "ci") -> go.Fig
     return fig
 
 
-def sts_change_figure(rows: list[dict]) -> go.Figure:
+def _published_label(figure: Published) -> str:
+    """"published STS Spearman 77.6 (Reimers 2019)" for a line's label, its note cut to PUBLISHED_NOTE_CHARS."""
+    note = figure.note if len(figure.note) <= PUBLISHED_NOTE_CHARS else figure.note[:PUBLISHED_NOTE_CHARS - 1] + "…"
+    return plot_text(f"published {figure.metric.short.format(k='k')} {figure.text()}" + (f" ({note})" if note else ""))
+
+
+def _published_marks(fig: go.Figure, published: dict[str, Published]) -> None:
+    """A published P@k and S@k as one point marked "published"; one of them alone as a dashed line at its value."""
+    polarity, similarity = published.get("polarity"), published.get("similarity")
+    if polarity is not None and similarity is not None:
+        notes = " · ".join(dict.fromkeys(f.note for f in (polarity, similarity) if f.note))
+        fig.add_trace(go.Scatter(
+            x=[similarity.value], y=[polarity.value], mode="markers+text", name="published", text=["published"],
+            textposition="bottom left", textfont={"size": 11, "color": PUBLISHED_COLOUR}, cliponaxis=False,
+            marker={"symbol": "x", "size": 13, "color": PUBLISHED_COLOUR, "line": {"width": 1, "color": "white"}},
+            customdata=[[hover_text(notes) if notes else "no source given"]],
+            hovertemplate="<b>published</b> on this test set<br>P@k %{y:.1f} · S@k %{x:.1f}<br>"
+                          "%{customdata[0]}<extra></extra>"))
+    elif polarity is not None:
+        fig.add_hline(y=polarity.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
+                      annotation_text=_published_label(polarity), annotation_font_color=PUBLISHED_COLOUR,
+                      annotation_position="bottom right")
+    elif similarity is not None:
+        fig.add_vline(x=similarity.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
+                      annotation_text=_published_label(similarity), annotation_font_color=PUBLISHED_COLOUR,
+                      annotation_position="top left")
+
+
+def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> go.Figure:
     """One line per run from its STS Spearman before training (grey) to after (coloured by better / worse), so
     the direction and size of each change read at a glance; rows as
-    core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives."""
+    core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives. Each `published` STS Spearman of the runs'
+    corpora (core.analysis.tradeoff.published_for) as a dashed vertical line, labelled with its value and source."""
     fig = go.Figure()
     names = [plot_text(r["run_id"]) for r in rows]
     for r, name in zip(rows, names):
@@ -362,6 +398,10 @@ def sts_change_figure(rows: list[dict]) -> go.Figure:
                              marker={"color": ["#2b8a3e" if r["change"] >= 0 else "#c92a2a" for r in rows], "size": 12},
                              customdata=[[plot_text(r["name"]), r["change"]] for r in rows],
                              hovertemplate="%{customdata[0]}<br>after %{x:.1f} (%{customdata[1]:+.1f})<extra></extra>"))
+    for figure in published:
+        fig.add_vline(x=figure.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
+                      annotation_text=_published_label(figure), annotation_font_color=PUBLISHED_COLOUR,
+                      annotation_position="top right")
     fig.update_layout(title="STS Spearman before → after training", height=120 + 40 * len(rows),
                       legend={"orientation": "h", "y": -0.2})
     fig.update_xaxes(title_text="STS Spearman (cosine vs gold score × 100)")

@@ -15,10 +15,12 @@ from core.data.mining import MiningSettings, active_share
 from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.headline import HEADLINE
+from core.evaluation.paired import change_texts
+from core.evaluation.published import Published, published
 from core.evaluation.uncertainty import interval
 from core.jobs.quick import QUICK_BUDGET, quick_text
 from core.models.encode import encode_cached
-from core.runs.labels import knob_name, knob_value, run_label
+from core.runs.labels import differences, knob_name, knob_value, run_labels
 from core.runs.store import Run, RunStore
 from core.training.config import GENERAL_PARAMS, resolved
 from core.training.examples import mine_train_sample
@@ -102,7 +104,10 @@ def tradeoff_points(
                                           progress=progress)
             memo[key] = _point(run, metrics)
         points.append(memo[key])
-    return points
+    # Beside a point, what else its run differs in: not its seed (merged), budget or quick mode (the legend's).
+    differ = differences(runs, ignore={"seed", "examples", "epochs", "max_steps", "top_layers", "batch_size"})
+    return [{**p, "label": " · ".join(filter(None, [p["label"], differ.get(p["run_id"], "")]))} if p["run_id"] else p
+            for p in points]
 
 
 def _point(run: Run | None, metrics: dict) -> dict:
@@ -179,14 +184,25 @@ def metric_changes(store: RunStore, key: str) -> list[dict]:
     """Metric `key` before and after training of every finished train run that reports both, oldest first; empty
     when none does. Not every run reports every metric: STS Spearman comes from a run on scored pairs (or given
     an STS corpus), ordering accuracy and Kendall tau from a list recipe's run."""
-    rows = []
+    rows, runs = [], []
     for run in store.list(kind="train", with_losses=False)[::-1]:
         before = (run.before or {}).get(key)
         after = (run.metrics_after or {}).get(key)
         if run.status == "done" and before is not None and after is not None:
-            rows.append({"run_id": run.id, "name": run_label(run), "recipe": run.config.get("recipe"),
-                         "before": float(before), "after": float(after), "change": float(after) - float(before)})
-    return rows
+            runs.append(run)
+            rows.append({"run_id": run.id, "recipe": run.config.get("recipe"),
+                         "before": float(before), "after": float(after), "change": float(after) - float(before),
+                         "paired": change_texts(run.before, run.metrics_after).get(key),
+                         "corpus": ((run.progress.get("summary") or {}).get("corpus") or {}).get("fingerprint")})
+    labels = run_labels(runs)  # two runs that differ only in their teacher are named apart
+    return [{**row, "name": labels[row["run_id"]]} for row in rows]
+
+
+def published_for(rows: list[dict], key: str) -> list[Published]:
+    """The published figures of metric `key` (core.evaluation.published) stored for the corpora of metric_changes
+    rows: one per corpus that has one, in the order of the rows."""
+    corpora = dict.fromkeys(r["corpus"] for r in rows if r.get("corpus"))
+    return [figure for fingerprint in corpora if (figure := published(fingerprint).get(key)) is not None]
 
 
 def change_table(store: RunStore, keys: tuple[str, ...]) -> list[dict]:
@@ -195,9 +211,9 @@ def change_table(store: RunStore, keys: tuple[str, ...]) -> list[dict]:
     rows: dict[str, dict] = {}
     for metric in (m for m in HEADLINE if m.key in keys):
         for r in metric_changes(store, metric.key):
-            row = rows.setdefault(r["run_id"], {"run": r["run_id"], "recipe": r["recipe"]})
+            row = rows.setdefault(r["run_id"], {"run": r["name"], "recipe": r["recipe"]})
             row[metric.short] = (f"{metric.text(r['before'])} → {metric.text(r['after'])} "
-                                 f"({metric.change_text(r['before'], r['after'])})")
+                                 f"({r['paired'] or metric.change_text(r['before'], r['after'])})")
     return list(rows.values())
 
 

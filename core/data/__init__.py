@@ -5,7 +5,10 @@
 - ``pairs``: pair corpora (text1, text2, score and / or NLI label): ``load_pairs``, ``PairCorpus``.
 - ``lists``: ranked lists (an anchor, then members from most to least related) from a list file, NLI pairs or a
   labelled corpus: ``load_lists``, ``nli_lists``, ``neighbour_lists``, ``ListCorpus``.
-- ``kinds``: which kind a file holds and loading it as that kind: ``corpus_kind``, ``load_any``, ``KIND_NAMES``.
+- ``leakage``: target pairs and lists that repeat a training item or share a text with one (the labelled
+  corpus counts its own): ``find_leaks``, ``drop_leaked_rows``.
+- ``kinds``: which kind a file holds and loading it as that kind (or as one the user forces, ``checked_kind``):
+  ``corpus_kind``, ``load_any``, ``KIND_NAMES``.
 - ``crops``: self-supervised pairs from multi-sentence documents: ``crop_pairs``, ``dropout_pairs``.
 - ``mining``: label-aware examples mined with a frozen reference model: ``mine``, ``MiningSettings``,
   ``active_share``.

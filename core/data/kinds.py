@@ -10,7 +10,7 @@ import pandas as pd
 from core.data.corpus import PARQUET_EXTS, Corpus, load_corpus, read_file, read_table
 from core.data.lists import ListCorpus, is_list_table, load_lists
 from core.data.pairs import PairCorpus, is_pair_table, load_pairs
-from core.errors import UserError
+from core.errors import UserError, shorten
 
 HEADER_BYTES = 64 * 1024
 KIND_NAMES = {"labelled": "a labelled corpus (text, label)",
@@ -28,23 +28,30 @@ def corpus_kind(path: str | Path) -> str:
     return table_kind(pd.DataFrame(columns=_header(Path(path))))
 
 
+def checked_kind(kind: str | None) -> str | None:
+    """A kind the user forces (`--kind`): exactly one of KIND_NAMES, or None to read it from the column names."""
+    if kind is not None and kind not in KIND_NAMES:
+        raise UserError(f"The corpus kind must be one of {', '.join(KIND_NAMES)}; got {shorten(kind)}.")
+    return kind
+
+
 def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
              split_col: str | None = None, drop_leaked: bool = False,
-             list_shape: str = "chain") -> Corpus | PairCorpus | ListCorpus:
-    """The corpus the file holds, of whichever kind; `drop_leaked` (labelled corpora only) drops the test texts
-    that are also training texts; `list_shape` is what a list file's order states (ListCorpus.shape)."""
-    kind = corpus_kind(path)
-    if drop_leaked and kind != "labelled":
-        raise UserError(f"drop_leaked applies to a labelled corpus; {path} holds {KIND_NAMES[kind]}.")
+             list_shape: str = "chain", kind: str | None = None) -> Corpus | PairCorpus | ListCorpus:
+    """The corpus the file holds, of whichever kind; `drop_leaked` drops the target items that are also training
+    items (texts; pairs in either order; lists with the same anchor and members: core.data.leakage); `list_shape`
+    is what a list file's order states (ListCorpus.shape); `kind` (one of KIND_NAMES) reads the file as that kind
+    instead of the one its column names suggest."""
+    kind = checked_kind(kind) or corpus_kind(path)  # a forced kind reads the file as that kind whatever its columns
     if kind == "pairs":
         if text_col:
             raise UserError("text_col names the text column of a labelled corpus; a pair corpus reads its text1 and "
                             "text2 columns.")
-        return load_pairs(path, label_col=label_col, split_col=split_col)
+        return load_pairs(path, label_col=label_col, split_col=split_col, drop_leaked=drop_leaked)
     if kind == "lists":
         if label_col:
             raise UserError("label_col names a label column; a list corpus is ordered by its rank column.")
-        return load_lists(path, text_col=text_col, split_col=split_col, shape=list_shape)
+        return load_lists(path, text_col=text_col, split_col=split_col, shape=list_shape, drop_leaked=drop_leaked)
     return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col, drop_leaked=drop_leaked)
 
 

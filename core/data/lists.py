@@ -29,6 +29,7 @@ from sklearn.model_selection import train_test_split
 from core.data.corpus import (
     DEFAULT_MAX_BYTES,
     HOLDOUT_FRACTION,
+    LEAK_EXAMPLES,
     MIN_ROWS,
     SPLIT_NAMES,
     SPLIT_SEED,
@@ -44,6 +45,7 @@ from core.data.corpus import (
     split_ratio,
     train_on_validation,
 )
+from core.data.leakage import LIST_TERMS, drop_leaked_rows, find_leaks, leaked_words, shared_words
 from core.data.pairs import PairCorpus, PairSplit
 from core.errors import UserError, shorten
 
@@ -87,6 +89,11 @@ class ListReport:
     skipped: int  # groups that could not form a list (an NLI premise lacking a label, an anchor lacking neighbours)
     split_source: str
     warnings: list[str] = field(default_factory=list)
+    leaked: int = 0  # target lists that are also training lists (the same anchor and members in any order; list files)
+    leaked_dropped: int = 0  # those of them dropped from the target split (drop_leaked)
+    leaked_examples: list[str] = field(default_factory=list)  # the anchors of the first few leaked lists
+    shared: int = 0  # target lists whose anchor also occurs in a training list (any rank), the leaked ones included
+    shared_examples: list[str] = field(default_factory=list)  # the anchors of the first few such lists not leaked
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -117,6 +124,20 @@ class ListCorpus:
             h.update(b"\x1d")
         return h.hexdigest()[:16]
 
+    def leakage(self) -> str:
+        """"2 test lists are also training lists, the same anchor and members in any order": the exact repeats,
+        which a model can score by memory and drop_leaked drops, in words every front end shows
+        (core.data.leakage)."""
+        return leaked_words(self.report.leaked, self.target_split, LIST_TERMS)
+
+    def sharing(self) -> str:
+        """"5 of the 10 test lists (50%) have an anchor that also occurs in a training list": the softer figure, the
+        exact repeats included, which nothing drops; "" when no list shares its anchor without being a repeat."""
+        report = self.report
+        if report.shared <= report.leaked:
+            return ""
+        return shared_words(report.shared, len(self.test) + report.leaked_dropped, self.target_split, LIST_TERMS)
+
     def summary(self) -> dict:
         """JSON-ready description of the lists, for model cards, the corpus page and the CLI."""
         sizes = self.train.sizes + self.test.sizes
@@ -130,6 +151,9 @@ class ListCorpus:
             "list_size": [min(sizes), max(sizes)],
             "shape": self.shape,
             "split_source": self.report.split_source,
+            "leaked": self.report.leaked,
+            "leaked_dropped": self.report.leaked_dropped,
+            "shared": self.report.shared,
             "fingerprint": self.fingerprint,
         }
 
@@ -187,9 +211,14 @@ def _ranks(series: pd.Series, col: str) -> np.ndarray:
 
 
 def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: list[str] | None = None,
-                shape: str = "chain") -> ListCorpus:
+                shape: str = "chain", drop_leaked: bool = False) -> ListCorpus:
     """Group the rows into lists ordered by rank, check each, split by list (split column, else seeded 90:10);
-    `shape` is what the file's order states (ListCorpus.shape)."""
+    `shape` is what the file's order states (ListCorpus.shape).
+
+    Target lists that are also training lists (the same anchor and the same members, in any order) and those whose
+    anchor occurs in a training list are counted in the report (core.data.leakage); drop_leaked drops the first from
+    the target split after splitting, so the training lists and the split of every other list stay as they were.
+    """
     for col in (columns.list_id, columns.rank, columns.text, columns.split):
         if col is not None and col not in df.columns:
             raise UserError(f"There is no column named '{col}'; the columns are: {', '.join(map(str, df.columns))}.")
@@ -241,12 +270,21 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
     if not len(train):  # as for pairs: a file of test lists still evaluates a model (training says what it lacks)
         warnings.append(f"Split column '{columns.split}' has no 'train' lists; this corpus can evaluate a model but "
                         "not train one.")
+    leaks = find_leaks([lists[order[i]] for i in train], [lists[order[i]] for i in target],
+                       key=lambda members: (members[0], tuple(sorted(members[1:]))),
+                       texts=lambda members: members[:1])
+    leaked_rows = target[leaks.leaked]
+    leaked_dropped = len(leaked_rows) if drop_leaked else 0
+    if leaked_dropped:
+        target = drop_leaked_rows(target, leaks, target_split, LIST_TERMS)
 
     def part(rows: np.ndarray) -> ListSplit:
         return ListSplit(ids=[order[i] for i in rows], lists=[lists[order[i]] for i in rows])
 
-    report = ListReport(source="list file", rows_read=len(df), lists_kept=len(lists), skipped=0,
-                        split_source=source, warnings=warnings)
+    report = ListReport(source="list file", rows_read=len(df), lists_kept=len(lists) - leaked_dropped, skipped=0,
+                        split_source=source, warnings=warnings, leaked=len(leaked_rows), leaked_dropped=leaked_dropped,
+                        leaked_examples=[lists[order[i]][0] for i in leaked_rows[:LEAK_EXAMPLES]],
+                        shared=int(leaks.shared.sum()), shared_examples=leaks.shared_examples)
     return ListCorpus(name=name, train=part(train), test=part(target), target_split=target_split, report=report,
                       columns=columns, shape=shape)
 
@@ -281,12 +319,12 @@ def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def load_lists(path: str | Path, list_col: str | None = None, rank_col: str | None = None,
                text_col: str | None = None, split_col: str | None = None,
-               max_bytes: int = DEFAULT_MAX_BYTES, shape: str = "chain") -> ListCorpus:
+               max_bytes: int = DEFAULT_MAX_BYTES, shape: str = "chain", drop_leaked: bool = False) -> ListCorpus:
     """Read, detect columns and build in one call, as the CLI does."""
     path = Path(path)
     df, warnings = read_file(path, max_bytes)
     columns = detect_list_columns(df, list_col, rank_col, text_col, split_col)
-    return build_lists(df, columns, name=path.stem, warnings=warnings, shape=shape)
+    return build_lists(df, columns, name=path.stem, warnings=warnings, shape=shape, drop_leaked=drop_leaked)
 
 
 # ---------------------------------------------------------------- derived lists

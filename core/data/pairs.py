@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
+from statistics import NormalDist
 from typing import ClassVar
 
 import numpy as np
@@ -21,6 +22,7 @@ from sklearn.model_selection import train_test_split
 from core.data.corpus import (
     DEFAULT_MAX_BYTES,
     HOLDOUT_FRACTION,
+    LEAK_EXAMPLES,
     MIN_ROWS,
     SPLIT_NAMES,
     SPLIT_SEED,
@@ -37,6 +39,7 @@ from core.data.corpus import (
     split_ratio,
     train_on_validation,
 )
+from core.data.leakage import PAIR_TERMS, drop_leaked_rows, find_leaks, leaked_words, shared_words
 from core.errors import UserError, shorten
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")  # ordinal: 0 = most related
@@ -45,6 +48,8 @@ SCORE_NAMES = ("score", "similarity", "similarity_score", "relatedness_score", "
 PAIR_LABEL_NAMES = ("label", "gold_label", "nli_label")
 SHOWN_VALUES = 5
 SAME_TEXT_REFUSED = 0.9  # share of target pairs with two identical texts from which the split measures nothing
+MIN_SCORED_PAIRS = 10  # fewer scored target pairs: STS Spearman over them means nothing, so it is refused
+FEW_SCORED_PAIRS = 100  # fewer: STS Spearman is computed, with a warning that its 95% interval is wide
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,11 @@ class PairReport:
     label_counts: dict[str, int] | None
     split_source: str
     warnings: list[str] = field(default_factory=list)
+    leaked: int = 0  # target pairs that are also training pairs (the same two texts in either order, after cleaning)
+    leaked_dropped: int = 0  # those of them dropped from the target split (drop_leaked)
+    leaked_examples: list[list[str]] = field(default_factory=list)  # the first few leaked pairs, [text1, text2]
+    shared: int = 0  # target pairs with a text that also occurs in a training pair, the leaked ones included
+    shared_examples: list[str] = field(default_factory=list)  # texts shared by the first few pairs not leaked
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -109,6 +119,19 @@ class PairCorpus:
             h.update(b"\x1d")
         return h.hexdigest()[:16]
 
+    def leakage(self) -> str:
+        """"3 test pairs are also training pairs, the same two texts in either order": the exact repeats, which a
+        model can score by memory and drop_leaked drops, in words every front end shows (core.data.leakage)."""
+        return leaked_words(self.report.leaked, self.target_split, PAIR_TERMS)
+
+    def sharing(self) -> str:
+        """"40 of the 100 test pairs (40%) have a text that also occurs in a training pair": the softer figure, the
+        exact repeats included, which nothing drops; "" when no pair shares a text without being a repeat."""
+        report = self.report
+        if report.shared <= report.leaked:
+            return ""
+        return shared_words(report.shared, len(self.test) + report.leaked_dropped, self.target_split, PAIR_TERMS)
+
     def summary(self) -> dict:
         """JSON-ready description of the data, for model cards, the corpus page and the CLI."""
         scores = np.concatenate([self.train.scores, self.test.scores])
@@ -126,6 +149,9 @@ class PairCorpus:
             "score_range": [float(scores.min()), float(scores.max())] if self.columns.score else None,
             "label_counts": self.report.label_counts,
             "split_source": self.report.split_source,
+            "leaked": self.report.leaked,
+            "leaked_dropped": self.report.leaked_dropped,
+            "shared": self.report.shared,
             "fingerprint": self.fingerprint,
         }
 
@@ -176,8 +202,14 @@ def _first(lower: dict[str, str], known: tuple[str, ...], taken: set) -> str | N
 # ---------------------------------------------------------------- cleaning and splitting
 
 
-def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: list[str] | None = None) -> PairCorpus:
-    """Clean the rows, count what was dropped, encode scores and labels, split train / target deterministically."""
+def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: list[str] | None = None,
+                drop_leaked: bool = False) -> PairCorpus:
+    """Clean the rows, count what was dropped, encode scores and labels, split train / target deterministically.
+
+    Target pairs that are also training pairs (the same two texts in either order) and those sharing a text with a
+    training pair are counted in the report (core.data.leakage); drop_leaked drops the first from the target split
+    after splitting, so the training pairs and the split of every other pair stay as they were.
+    """
     check_unique_names([str(c) for c in df.columns])
     for col in (columns.text1, columns.text2, columns.score, columns.label, columns.split):
         if col is not None and col not in df.columns:
@@ -215,17 +247,28 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
     else:
         train, target = _holdout(np.arange(len(text1)))
         target_split, source = "holdout", f"random {split_ratio()}, seed {SPLIT_SEED}"
+    leaks = find_leaks(list(zip(text1[train], text2[train])), list(zip(text1[target], text2[target])),
+                       key=lambda pair: tuple(sorted(pair)), texts=lambda pair: pair)
+    leaked_rows = target[leaks.leaked]
+    leaked_dropped = len(leaked_rows) if drop_leaked else 0
+    if leaked_dropped:
+        target = drop_leaked_rows(target, leaks, target_split, PAIR_TERMS)
 
+    if columns.score:
+        _check_scored(len(target), target_split, columns.split, warnings)
     _check_sameness(text1, text2, target, target_split, warnings)
 
     label_counts = None
     if columns.label:
         per_code = np.bincount(labels, minlength=len(NLI_LABELS))
         label_counts = {word: int(k) for word, k in zip(NLI_LABELS, per_code)}
-    report = PairReport(rows_read=n, rows_kept=len(text1), empty_dropped=int(empty.sum()),
+    report = PairReport(rows_read=n, rows_kept=len(text1) - leaked_dropped, empty_dropped=int(empty.sum()),
                         missing_score_dropped=int(missing_score.sum()),
                         missing_label_dropped=int(missing_label.sum()), duplicates=duplicates,
-                        label_counts=label_counts, split_source=source, warnings=warnings)
+                        label_counts=label_counts, split_source=source, warnings=warnings,
+                        leaked=len(leaked_rows), leaked_dropped=leaked_dropped,
+                        leaked_examples=[[text1[i], text2[i]] for i in leaked_rows[:LEAK_EXAMPLES]],
+                        shared=int(leaks.shared.sum()), shared_examples=leaks.shared_examples)
 
     def part(rows: np.ndarray) -> PairSplit:
         return PairSplit(text1=text1[rows].tolist(), text2=text2[rows].tolist(), scores=scores[rows],
@@ -246,6 +289,28 @@ def _check_float32(scores: np.ndarray, col: str, warnings: list[str]) -> None:
     if merged:
         warnings.append(f"{merged:,} distinct scores in '{col}' become equal at float32 precision, which training "
                         "uses; rescale the column if their order matters.")
+
+
+def _check_scored(n: int, target_split: str, split_col: str | None, warnings: list[str]) -> None:
+    """STS Spearman is computed on the n scored target pairs: fewer than MIN_SCORED_PAIRS are refused (a figure like
+    "100.00, n = 2" means nothing), fewer than FEW_SCORED_PAIRS are warned of with the width of the 95% interval (at
+    a Spearman of 0, where it is widest; an evaluation states the figure's own interval)."""
+    if n < MIN_SCORED_PAIRS:
+        if target_split == "holdout":
+            rows = next(k for k in range(MIN_SCORED_PAIRS, 100 * MIN_SCORED_PAIRS)
+                        if math.ceil(k * HOLDOUT_FRACTION) >= MIN_SCORED_PAIRS)  # as train_test_split rounds
+            fix = (f"provide at least {rows} scored pairs to hold out {split_ratio()}"
+                   + (f", or give {MIN_SCORED_PAIRS} or more of them the split 'test' in column '{split_col}'"
+                      if split_col else ", or a split column with that many 'test' rows"))
+        else:
+            fix = f"give at least {MIN_SCORED_PAIRS} scored pairs the split '{target_split}' in column '{split_col}'"
+        raise UserError(f"STS Spearman would be computed on {n} {target_split} pairs, fewer than the "
+                        f"{MIN_SCORED_PAIRS} it needs to mean anything; {fix}.")
+    if n < FEW_SCORED_PAIRS:
+        half = 100 * math.tanh(NormalDist().inv_cdf(0.975) / math.sqrt(n - 3))  # Fisher z, as spearman_ci
+        warnings.append(f"STS Spearman is computed on only {n} {target_split} pairs, so its 95% interval is wide: "
+                        f"about ±{half:.0f} points around a Spearman of 0 (each evaluation states its own interval); "
+                        f"{FEW_SCORED_PAIRS} or more pairs narrow it.")
 
 
 def _check_sameness(text1: np.ndarray, text2: np.ndarray, target: np.ndarray, target_split: str,
@@ -346,9 +411,9 @@ def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple
 
 def load_pairs(path: str | Path, text1_col: str | None = None, text2_col: str | None = None,
                score_col: str | None = None, label_col: str | None = None, split_col: str | None = None,
-               max_bytes: int = DEFAULT_MAX_BYTES) -> PairCorpus:
+               max_bytes: int = DEFAULT_MAX_BYTES, drop_leaked: bool = False) -> PairCorpus:
     """Read, detect columns and build in one call, as the CLI does."""
     path = Path(path)
     df, warnings = read_file(path, max_bytes)
     columns = detect_pair_columns(df, text1_col, text2_col, score_col, label_col, split_col)
-    return build_pairs(df, columns, name=path.stem, warnings=warnings)
+    return build_pairs(df, columns, name=path.stem, warnings=warnings, drop_leaked=drop_leaked)

@@ -10,13 +10,24 @@
   ``EvalSettings``, ``eval_sets``, ``score``.
 - ``ordering``: how well a model orders held-out ranked lists, on the rows their shape orders (a star list's
   anchor, every anchor of a chain list): ``ordering_metrics`` (ordering accuracy, Kendall tau), ``ordering_scores``,
-  ``ordered_rows``, ``in_order``, ``evaluate_lists``.
-- ``sts``: Spearman x 100 of cosine against a pair corpus's gold score: ``sts_spearman``.
+  ``list_scores``, ``ordered_rows``, ``in_order``, ``evaluate_lists``.
+- ``sts``: Spearman x 100 of cosine against a pair corpus's gold score: ``sts_spearman``, ``sts_scored`` (with each
+  pair's cosine), ``pair_cosines``.
+- ``changes``: the test items that changed between two evaluations (flipped kNN votes with their neighbours, pairs
+  by rank-error growth, lists that lost their order): ``changed_items``, ``flip_status``, ``rank_error``, ``FLIPS``.
 - ``per_class``: per-class P@k, kNN recall and the kNN confusion matrix of an evaluation (``per_class``,
   ``per_class_frame``, ``confusion_counts``), stored under ``"per_class"`` by ``score``.
 - ``uncertainty``: how sure P@k / S@k are: ``standard_error``, ``bootstrap_mean_ci``, ``target_intervals``
   (stored under ``"uncertainty"`` by ``score``), ``interval``, ``ERROR_BARS``.
 - ``corpus_eval``: one evaluation for every corpus kind, its result cached per (model, reference, corpus,
   settings): ``evaluate_corpus``, ``evaluation_texts``.
+- ``items``: what each test item scored in an evaluation (P and S per text, the kNN vote and neighbours, cosine per
+  pair, order per list), stored beside the cached result: ``save``, ``load``, ``same_items``, ``GROUPS``.
+- ``paired``: is a difference real? Paired bootstrap intervals and p-values of b - a over the same test items, and
+  McNemar for right / wrong figures: ``compare``, ``compared`` (cached), ``change_texts``, ``paired_bootstrap``,
+  ``mcnemar``, ``FIGURES``, ``Difference``.
+- ``published``: reference figures from elsewhere ("published: 77.6 on this test set"), stored per corpus
+  fingerprint in the home and drawn beside ours: ``published``, ``published_values``, ``set_published``,
+  ``remove_published``, ``Published``, ``KIND_METRICS``.
 - ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

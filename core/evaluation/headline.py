@@ -35,14 +35,18 @@ class Metric:
         which would read as relative."""
         return f"{self.shown_change(before, after):+.{self.digits}f}{' pp' if self.percent else ''}"
 
+    def interval_text(self, low: float | None, high: float | None) -> str:
+        """A difference's interval in the shown unit, signed, a digit finer than the figures: "[+0.3, +2.1]"."""
+        if low is None or high is None:
+            return "[undefined]"
+        scale, d = (100 if self.percent else 1), self.digits + 1
+        return f"[{low * scale:+.{d}f}, {high * scale:+.{d}f}]"
+
     def difference_text(self, delta: float, low: float | None, high: float | None, p: float | None) -> str:
         """A paired difference (core.evaluation.paired) in the shown unit, with its 95% interval and p-value:
         "+1.2 pp [+0.3, +2.1], p = 0.012"."""
-        scale = 100 if self.percent else 1
-        unit = " pp" if self.percent else ""
-        d = self.digits + 1  # an interval needs a digit more than the figures it separates
-        interval = "" if low is None or high is None else f" [{low * scale:+.{d}f}, {high * scale:+.{d}f}]"
-        return f"{delta * scale:+.{d}f}{unit}{interval}, {p_text(p)}"
+        scale, d = (100 if self.percent else 1), self.digits + 1
+        return f"{delta * scale:+.{d}f}{' pp' if self.percent else ''} {self.interval_text(low, high)}, {p_text(p)}"
 
     def text(self, value: float) -> str:
         """The value as tables and cards show it: scaled, rounded, with its unit (a change: change_text)."""

@@ -22,8 +22,11 @@ import numpy as np
 from scipy.stats import binomtest, rankdata
 
 from core.evaluation import items as per_item
+from core.evaluation.headline import HEADLINE
 from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED
+from core.storage import cached_json, items_entry, result_entry
 
+VERSION = 1  # part of a stored comparison's key: raise it when what compare returns changes
 _CHUNK_VALUES = 2_000_000  # resampled indices held at once: 16 MB, whatever the number of items
 
 # A figure from one evaluation's per-item arrays at a batch of resamples: (r, n) item indices -> r values, in the
@@ -132,3 +135,28 @@ def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED) -> tuple
         va, vb = float(a[name]), float(b[name])
         out.append(Difference(name, va, vb, vb - va, low, high, p, n, exact))
     return out, notes
+
+
+def compared(a: dict, b: dict) -> dict:
+    """compare(a, b) as JSON ({"metrics": [Difference.as_dict()], "notes": [...]}), stored in the result cache under
+    both evaluations' item references, so every page, card and table that shows this difference reads one
+    computation. A comparison missing per-item arrays is not stored: evaluating again brings them back."""
+    refs = [(r.get("items") or {}).get("ref") for r in (a, b)]
+
+    def compute() -> dict:
+        diffs, notes = compare(a, b)
+        return {"metrics": [d.as_dict() for d in diffs], "notes": notes}
+
+    if None in refs or not all(items_entry(ref).exists() for ref in refs):
+        return compute()
+    return cached_json(result_entry(["paired", VERSION, *refs, RESAMPLES, SEED]), compute)
+
+
+def change_texts(a: dict | None, b: dict | None) -> dict[str, str]:
+    """Per figure key, b - a as tables show it with its paired interval and p-value ("+1.2 pp [+0.3, +2.1],
+    p = 0.012"); empty where either result is missing."""
+    if not a or not b:
+        return {}
+    metric = {m.key: m for m in HEADLINE}
+    return {d["name"]: metric[d["name"]].difference_text(d["delta"], d["ci_low"], d["ci_high"], d["p_value"])
+            for d in compared(a, b)["metrics"]}

@@ -286,8 +286,9 @@ def _local_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _reachable(address: str) -> None:
-    """Refuse an address nothing listens on at once: ray.init would retry it for minutes, then exit the process."""
+def reachable(address: str) -> None:
+    """Refuse an address nothing listens on at once: ray.init would retry it for minutes, then exit the process.
+    The CLI checks it before a sweep is created (python -m core sweep --address), the worker again before ray.init."""
     match = _ADDRESS.fullmatch(address)
     host, port = match["host"].strip("[]"), int(match["port"])
     try:
@@ -307,7 +308,7 @@ def connect(ray, address: str | None) -> None:
             ray.init(num_cpus=_local_cpus(), include_dashboard=False)
             return
         if address != "auto":
-            _reachable(address)
+            reachable(address)
         ray.init(address=address, runtime_env={"py_modules": [str(REPO_ROOT / "core")],
                                                "excludes": ["__pycache__"]})
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:

@@ -1,6 +1,10 @@
-"""Export a finished run: the sentence-transformers model directory (with its card) and a zip of it,
+"""Export a finished run: the sentence-transformers model directory (with its card and config.yaml) and a zip of it,
 the run config as YAML and JSON, and embeddings as Parquet and NumPy and as the TSV pair (vectors, metadata) that
-the TensorBoard embedding projector loads."""
+the TensorBoard embedding projector loads.
+
+The exported config is portable: it names the corpus (and any other file the run read) by file name and SHA-256,
+not by a path on this machine, so `python -m core train --config config.yaml` trains on another machine, finding
+the file there or asking for it (core.training.config.portable, TrainConfig.from_file)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from core.errors import UserError, os_error
 from core.models.loading import load_model
 from core.runs.labels import knob_value
 from core.runs.store import RunStore
+from core.training.config import portable
 
 
 def safe_name(name: str, limit: int = 80) -> str:
@@ -44,13 +49,22 @@ def finished_model(store: RunStore, run_id: str) -> Path:
     return path
 
 
-def write_config(config: dict, dest: Path) -> list[Path]:
+CONFIG_FILE = "config.yaml"  # the name the model card and README give the config to train from
+RUN_CONFIG = "contrastlab_config.json"  # the run config as the trainer saves it by the model: paths on this machine
+
+
+def write_config(config: dict, dest: Path, json_too: bool = True) -> list[Path]:
+    """config.yaml (and config.json) in `dest`: the run config made portable, its files named by name and checksum
+    (core.training.config.portable). No config.json inside a model folder: that name is the transformer's config."""
     import yaml
 
+    config = portable(config)
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (dest / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    if not json_too:
+        return [dest / CONFIG_FILE]
     (dest / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    return [dest / "config.yaml", dest / "config.json"]
+    return [dest / CONFIG_FILE, dest / "config.json"]
 
 
 PROJECTOR_FILES = ("embeddings.tsv", "metadata.tsv")
@@ -119,6 +133,8 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir))
         try:
             shutil.copytree(model_dir, staging / "model")
+            (staging / "model" / RUN_CONFIG).unlink(missing_ok=True)  # its paths stay on this machine
+            write_config(run.config, staging / "model", json_too=False)  # beside the card, which names it
             write_config(run.config, staging)
             if embeddings:
                 cfg = run.config

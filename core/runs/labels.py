@@ -6,6 +6,7 @@ default come from the recipe registry, never from a copy.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Collection, Iterable
@@ -13,9 +14,13 @@ from pathlib import Path
 
 from core.runs.store import Run
 from core.storage import corpora_dir
+from core.training.config import resolved
 from core.training.recipes import RECIPES
 
 _SAVED_COPY = re.compile(r"[0-9a-f]{16}")  # data.corpus.persist_table's content-hash file names
+# Settings of where and how a run was executed, not of what it trained: two runs differing only there trained the
+# same model, so labels never name them.
+_NOT_TRAINING = frozenset({"device", "nproc", "nnodes", "node_rank", "master_addr", "master_port", "eval_every"})
 
 
 def knob_value(config: dict) -> float | None:
@@ -112,12 +117,51 @@ def shown_text(run: Run) -> str:
                       for name in recipe.shown)
 
 
-def run_label(run: Run) -> str:
-    """Recipe, knob, shown settings and id ('triplet · margin 0.1 · <id>'); a sweep says so, an unfinished run its
-    status."""
+def _setting_text(value: object) -> str:
+    """A setting's value as labels show it: a file or model folder by its name, a number without trailing zeros."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, default=str)
+    text = str(value)
+    return Path(text).name or text if "/" in text else text
+
+
+def differences(runs: Iterable[Run], ignore: Collection[str] = ()) -> dict[str, str]:
+    """Per train run, the settings in which it differs from the other runs of its recipe among `runs` ('teacher
+    score', 'seed 1 · lr 0.0001'), beyond its knob and the recipe's shown settings, which its label always names;
+    '' where it differs in none. Settings are compared as each run trained (defaults filled in, the reference
+    resolved), so a setting left at its default is not a difference; `ignore`: settings the caller shows apart."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.kind != "sweep":
+            groups.setdefault(str(run.config.get("recipe", "")), []).append(run)
+    out: dict[str, str] = {}
+    for recipe, group in groups.items():
+        configs = {r.id: {k: _setting_text(v) for k, v in resolved(r.config).items()} for r in group}
+        named = {RECIPES[recipe].knob, *RECIPES[recipe].shown} if recipe in RECIPES else set()
+        keys = [k for k in dict.fromkeys(k for c in configs.values() for k in c)
+                if k not in named | _NOT_TRAINING | set(ignore) and len({c.get(k, "–") for c in configs.values()}) > 1]
+        for r in group:
+            out[r.id] = " · ".join(f"{k.replace('_', ' ')} {configs[r.id].get(k, '–')}" for k in keys)
+    return out
+
+
+def run_label(run: Run, differs: str = "") -> str:
+    """Recipe, knob, shown settings, what else `differs` from the runs beside it (differences), and id ('triplet ·
+    margin 0.1 · <id>'); a sweep says so, an unfinished run its status."""
     parts = [f"sweep of {recipe_text(run)}" if run.kind == "sweep" else recipe_text(run) or run.kind,
-             knob_text(run), shown_text(run), run.id, "" if run.status == "done" else run.status]
+             knob_text(run), shown_text(run), differs, run.id, "" if run.status == "done" else run.status]
     return " · ".join(p for p in parts if p)
+
+
+def run_labels(runs: Iterable[Run]) -> dict[str, str]:
+    """run_label of each run, naming every setting in which it differs from the other runs shown with it."""
+    runs = list(runs)
+    differ = differences(runs)
+    return {r.id: run_label(r, differ.get(r.id, "")) for r in runs}
 
 
 def run_reference(run: Run) -> str:

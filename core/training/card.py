@@ -1,9 +1,14 @@
 """The saved model's card: sentence-transformers' own card, filled in with what the run knows (its name, the corpus
 as the training dataset's name, tags) and led by what a reader needs to judge and reproduce the run: base model,
-corpus, recipe and settings, the headline metrics before and after, and how to load the model.
+corpus and its train/test leakage, recipe and settings, the headline metrics before and after with their 95%
+intervals, the per-class results, and how to load the model.
 
 Why lead with it: sentence-transformers' card is mostly generic (architecture, every trainer argument, widget
 examples); ContrastLab's summary appended at its end sat ~450 lines down, below a dataset called "Unknown".
+
+The card quotes no text of the corpus unless the run asks for it (card_examples): sentence-transformers puts
+training texts in its widget, its usage snippet and a samples table, so a card shared without the data would leak
+it.
 """
 
 from __future__ import annotations
@@ -15,12 +20,19 @@ from pathlib import Path
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
 from core.evaluation.headline import HEADLINE, Metric
+from core.evaluation.paired import change_texts
 from core.models.ata import ATAPooling
 from core.training.config import TrainConfig
 from core.training.raoe import PAPER_BATCH, self_taught, teacher_names
 from core.training.recipes import get_recipe
 
 CLASSES_SHOWN = 12  # a corpus with more classes lists the first ones and a count
+CONFIG_FILE = "config.yaml"  # the config an export writes beside the card (core.runs.export), named in the card
+LEAK_UNITS = {"pairs": "pair", "lists": "list"}  # what a corpus of each kind counts as leaked; labelled: texts
+# How each headline figure's 95% interval is computed (core.evaluation.uncertainty), said under the card's table.
+_BOOTSTRAP, _WILSON = "P@k and S@k: bootstrap over the target texts", "accuracies: Wilson"
+INTERVAL_METHODS = {"polarity": _BOOTSTRAP, "similarity": _BOOTSTRAP, "knn_accuracy": _WILSON,
+                    "ordering_accuracy": _WILSON, "sts_spearman": "STS Spearman: Fisher z"}
 
 
 def save_with_card(model, path: Path, cfg: TrainConfig, result: dict) -> None:
@@ -47,6 +59,21 @@ def fill_card_data(data, cfg: TrainConfig, result: dict) -> None:
     if _hub_id(cfg.model) and not data.base_model:
         data.base_model = cfg.model  # links the card to it on the Hub; a local directory has no such id
     data.add_tags(["contrastlab", f"contrastlab-recipe:{cfg.recipe}"])
+    if not cfg.card_examples:
+        without_examples(data)
+
+
+def without_examples(data) -> None:
+    """Card data that quotes no text of the data: the trainer filled the widget (YAML front matter) and the usage
+    snippet's sentences from the training examples, and each dataset's samples table with its first rows; the
+    snippet falls back to sentence-transformers' own generic sentences."""
+    data.widget = []
+    data.usage_examples = None
+    data.usage_examples_display = None
+    data.label_example_list = []
+    for dataset in (*data.train_datasets, *data.eval_datasets):
+        for key in ("examples", "examples_table", "_example_columns"):
+            dataset.pop(key, None)
 
 
 def lead_with(card: str, section: str) -> str:
@@ -82,6 +109,7 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
         f"- **Base model:** {_code(cfg.model)}",
         f"- **Reference model (mining, S@k):** {_code(cfg.reference or cfg.model)}",
         f"- **Corpus:** {_code(corpus_name(cfg, result))}: {_corpus_text(corpus)}",
+        *([f"- **Leakage:** {leak}"] if (leak := _leakage_text(corpus)) else []),
         f"- **Recipe:** {recipe.title} (`{cfg.recipe}`)"
         + (f", {knob.label.lower()} = {settings[knob.name]}" if knob else ""),
     ]
@@ -110,16 +138,98 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
         f"| metric (k = {k}{', no rank discount' if uniform else ''}) | before | after | change |",
         "|---|---|---|---|",
     ]
+    methods: list[str] = []  # how the intervals shown were computed, each named once
+    paired = change_texts(before, after)
     for metric in HEADLINE:
         if metric.key in before or metric.key in after:
             was, now = before.get(metric.key), after.get(metric.key)
-            change = metric.change_text(was, now) if _finite(was) and _finite(now) else "–"
-            lines.append(f"| {metric.long} | {_shown(metric, was)} | {_shown(metric, now)} | {change} |")
+            change = paired.get(metric.key) or (metric.change_text(was, now) if _finite(was) and _finite(now)
+                                                else "–")
+            ci_was, ci_now = _interval_text(metric, before), _interval_text(metric, after)
+            method = INTERVAL_METHODS.get(metric.key)
+            if (ci_was or ci_now) and method and method not in methods:
+                methods.append(method)
+            lines.append(f"| {metric.long} | {_shown(metric, was)}{ci_was} | {_shown(metric, now)}{ci_now} | "
+                         f"{change} |")
+    if methods:
+        lines += ["", f"In brackets: the 95% interval ({'; '.join(methods)})."]
+    if paired:
+        lines += ["", "Change: after − before with its 95% interval and two-sided p-value, paired over the same test "
+                  "items (bootstrap, 1,000 resamples)."]
+    lines += _per_class_lines(before, after)
     ata = cfg.pooling == "ata" if ata is None else ata
     lines += ["", _load_text(ata), "", *_load_code(ata), "",
-              "Reproduce with `python -m core train --config contrastlab_config.json` (the run's settings, saved "
-              "beside this card).", ""]
+              f"Reproduce with `python -m core train --config {CONFIG_FILE}`: an export of the run (`python -m core "
+              f"export RUN_ID`, or the Runs page) writes {CONFIG_FILE} into this folder and beside it, naming the "
+              "corpus by file name and SHA-256; where the file is not in the current folder, pass it as the corpus "
+              f"argument (`python -m core train PATH --config {CONFIG_FILE}`).", ""]
     return "\n".join(lines)
+
+
+def _interval_text(metric: Metric, result: dict) -> str:
+    """" (75.1–79.3)": a metric's 95% interval in its shown unit, where the result carries one with both bounds
+    (`<metric>_ci`, P@k's and S@k's under "uncertainty"; core.evaluation.corpus_eval.with_intervals); else ""."""
+    held = result.get("uncertainty") if metric.key in ("polarity", "similarity") else result
+    bounds = (held or {}).get(f"{metric.key}_ci") if isinstance(held, dict) else None
+    if not isinstance(bounds, list | tuple) or len(bounds) != 2 or not all(map(_finite, bounds)):
+        return ""
+    low, high = (f"{metric.shown(b):.{metric.digits}f}" for b in bounds)
+    return f" ({low}–{high}{'%' if metric.percent else ''})"
+
+
+def _leakage_text(corpus: dict) -> str:
+    """The corpus's train/test leakage in words ("3 test texts were also training texts (exact repeats); dropped
+    from the test split before evaluating"), from its summary's counts (core.data Corpus.summary(): leaked,
+    leaked_dropped); "" for a summary without them (one recorded before they were, a kind that does not count them)."""
+    leaked, dropped = corpus.get("leaked"), corpus.get("leaked_dropped") or 0
+    if not isinstance(leaked, int) or isinstance(leaked, bool):
+        return ""
+    unit, target = LEAK_UNITS.get(corpus.get("kind"), "text"), corpus.get("target_split", "test")
+    if leaked == 0:
+        return f"none: no {target} {unit} is also a training {unit}"
+    gone = dropped >= leaked
+    verb = ("was" if gone else "is") if leaked == 1 else ("were" if gone else "are")
+    text = (f"1 {target} {unit} {verb} also a training {unit}" if leaked == 1
+            else f"{leaked:,} {target} {unit}s {verb} also training {unit}s") + " (exact repeats)"
+    if gone:
+        return text + f"; dropped from the {target} split before evaluating"
+    if dropped:
+        return text + f"; {dropped:,} of them dropped from the {target} split, the others counted in the figures below"
+    return text + "; counted in the figures below, where a model can score them from memory"
+
+
+def _per_class_lines(before: dict, after: dict) -> list[str]:
+    """The per-class results (core.evaluation.per_class) as a table: test texts, P@k and kNN recall before and
+    after, for the first CLASSES_SHOWN classes; nothing when neither result has them (a pair or list corpus, a run
+    recorded before they were)."""
+    rows = {side: {str(row.get("class")): row for row in (result.get("per_class") or {}).get("classes") or []}
+            for side, result in (("before", before), ("after", after))}
+    classes = list(dict.fromkeys([*rows["after"], *rows["before"]]))
+    if not classes:
+        return []
+    from core.evaluation.per_class import SMALL_CLASS  # sklearn: only for a card that has per-class results
+
+    k = ((after.get("per_class") or before.get("per_class")) or {}).get("k", "k")
+    lines = ["", f"| class | test texts | P@{k} before | P@{k} after | kNN recall before | kNN recall after |",
+             "|---|---|---|---|---|---|"]
+    few = False
+    for name in classes[:CLASSES_SHOWN]:
+        was, now = rows["before"].get(name, {}), rows["after"].get(name, {})
+        n = now.get("n", was.get("n"))
+        small = isinstance(n, int) and n < SMALL_CLASS
+        few = few or small
+        cells = [f"{n}{'*' if small else ''}" if isinstance(n, int) else "–",
+                 *(f"{row['polarity']:.1f}" if _finite(row.get("polarity")) else "–" for row in (was, now)),
+                 *(f"{100 * row['knn_recall']:.1f}%" if _finite(row.get("knn_recall")) else "–"
+                   for row in (was, now))]
+        lines.append(f"| {_code(name)} | {' | '.join(cells)} |")
+    notes = []
+    if len(classes) > CLASSES_SHOWN:
+        notes.append(f"{len(classes) - CLASSES_SHOWN} more classes are in the run's per-class results (Runs page).")
+    if few:
+        notes.append(f"*: fewer than {SMALL_CLASS} test texts, so one text moves the class's kNN recall by more "
+                     "than 5 points.")
+    return lines + (["", " ".join(notes)] if notes else [])
 
 
 def _teacher_text(cfg: TrainConfig) -> str:

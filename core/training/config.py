@@ -6,12 +6,16 @@ CLI, the Train page, config files and sweeps. Saved flat ({"corpus": ..., "recip
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import UserError, shorten
 from core.evaluation.headline import DISCOUNTS
 from core.models.loading import DEFAULT_MODEL, check_device, layer_count
+from core.storage import ASSETS, corpora_dir
 from core.training.params import Param
 from core.training.recipe import Recipe
 from core.training.recipes import get_recipe, recipe_params
@@ -32,8 +36,11 @@ GENERAL: tuple[Param, ...] = (
     Param("text_col", str, None, "Text column", "Detected when not given.", optional=True),
     Param("label_col", str, None, "Label column", "Detected when not given.", optional=True),
     Param("split_col", str, None, "Split column", "Detected when not given.", optional=True),
-    Param("drop_leaked", bool, False, "Drop leaked test texts", "Drop the test texts that are also training texts "
-          "(exact, after trimming spaces) from the test split of a labelled corpus."),
+    Param("drop_leaked", bool, False, "Drop leaked test texts", "Drop from the test split the items that are also "
+          "training items (exact, after trimming spaces): of a labelled corpus its texts; of a pair corpus the pairs "
+          "of the same two texts in either order, not the pairs that only share one text with a training pair "
+          "(counted in a warning: dropping those could empty an STS test split); of a list corpus the lists with "
+          "the same anchor and members in any order, not those that only share the anchor."),
     Param("list_shape", str, "chain", "List shape", "What a list file's order states: 'chain' (every member an "
           "anchor over the members after it) or 'star' (the first member the one anchor). Lists built from NLI pairs "
           "or a labelled corpus are always star lists.", choices=tuple(LIST_SHAPES)),
@@ -72,6 +79,9 @@ GENERAL: tuple[Param, ...] = (
           choices=DISCOUNTS),
     Param("sts_corpus", str, None, "STS corpus", "A pair corpus (text1, text2, score) whose STS Spearman is reported "
           "before and after as well, e.g. what a labelled run did to general similarity.", optional=True),
+    Param("card_examples", bool, False, "Training texts in the model card", "Keep sentence-transformers' examples in "
+          "the saved model's card: texts from the training data in its widget, usage snippet and samples table. Off, "
+          "the card quotes no training or test text, so it can be shared without the data."),
     Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True,
           check=check_device),
     Param("nproc", int, 1, "Processes per node", "Train with this many processes per machine under PyTorch DDP "
@@ -166,6 +176,123 @@ def _check_world(checked: dict) -> None:
                         "own (cuda:0, cuda:1, ... or the CPU); set device to cuda or cpu, or leave it unset.")
 
 
+# --- files by name and checksum: a config that travels -------------------------------------------------------
+
+SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+ENTRY_KEYS = ("name", "sha256")
+
+
+def file_settings() -> tuple[str, ...]:
+    """The settings that name a table file: the corpus, the STS corpus and a recipe's own (the crop recipes'
+    documents)."""
+    own = [name for name, owners in recipe_params().items() if any(param.file for _r, param in owners)]
+    return ("corpus", "sts_corpus", *own)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, as `sha256sum` prints it."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_entry(path: str | Path) -> dict:
+    """A file as a portable config names it: {name: its file name, sha256: its checksum}; no sha256 when the file
+    cannot be read any more (a corpus deleted since the run)."""
+    path = Path(path)
+    try:
+        return {"name": path.name, "sha256": file_sha256(path)}
+    except OSError:
+        return {"name": path.name}
+
+
+def portable(config: dict) -> dict:
+    """A run config as an export writes it: each file setting named by file name and SHA-256 instead of by where
+    this machine keeps it (often inside CONTRASTLAB_HOME), so it can be shared and trains on another machine, where
+    TrainConfig.from_file finds the file again or asks for it."""
+    files = file_settings()
+    return {key: file_entry(value) if key in files and isinstance(value, str) and value else value
+            for key, value in config.items()}
+
+
+def _entry(key: str, value: object) -> tuple[str, str | None]:
+    """(file name, checksum or None) of a file setting given as {name, sha256}, or a one-line UserError."""
+    if not isinstance(value, dict) or "name" not in value or set(value) - set(ENTRY_KEYS):
+        raise UserError(f"{key} must be a file path or a mapping {{name: FILE, sha256: HEX}}, got {shorten(value)}.")
+    name, sha = value["name"], value.get("sha256")
+    if (not isinstance(name, str) or not name.strip() or not name.isprintable() or name in (".", "..")
+            or name != Path(name).name or "\\" in name):
+        raise UserError(f"{key}'s name must be a file name, without folders or control characters, got "
+                        f"{shorten(name)}.")
+    if sha is not None and not (isinstance(sha, str) and SHA256.fullmatch(sha)):
+        raise UserError(f"{key}'s sha256 must be 64 hexadecimal digits, got {shorten(sha)}.")
+    return name, sha.lower() if sha else None
+
+
+def _places(config_dir: Path) -> list[Path]:
+    """Where a file named only by name is looked for: the current folder, the config's, the home's corpora folder
+    (uploads saved by the pages) and ContrastLab's assets (the demo corpora)."""
+    places: list[Path] = []
+    for folder in (Path.cwd(), config_dir, corpora_dir(), ASSETS):
+        if all(folder.resolve() != seen.resolve() for seen in places):
+            places.append(folder)
+    return places
+
+
+def _how_to_pass(key: str, config: Path) -> str:
+    if key == "corpus":
+        return f"pass the file as the corpus argument: python -m core train PATH --config {config}"
+    flag = GENERAL_PARAMS[key].flag if key in GENERAL_PARAMS else "--" + key.replace("_", "-")
+    return f"pass the file with {flag} PATH"
+
+
+def locate_files(data: dict, config: Path, given: dict | None = None,
+                 warn: Callable[[str], None] | None = None) -> dict:
+    """`data` (a config file's settings) with each file named by {name, sha256} replaced by a path: the one the
+    command line gives in `given` (used whatever its checksum; a different one is reported to `warn`), else a file
+    of that name with that checksum in the current folder, beside `config`, in the home's corpora folder or in the
+    assets. None found: a one-line UserError asking for the file. A setting given as a path stays as it is."""
+    out = dict(data)
+    for key in file_settings():
+        value = data.get(key)
+        if value is None or isinstance(value, str):
+            continue
+        name, sha = _entry(key, value)
+        chosen = (given or {}).get(key)
+        if chosen:
+            out[key] = str(chosen)
+            if sha is not None and warn is not None and Path(chosen).is_file():
+                try:
+                    got = file_sha256(chosen)
+                except OSError:  # unreadable: the corpus loader says so in its own words
+                    continue
+                if got != sha:
+                    warn(f"{chosen} (sha256 {got}) is not the file config {config} trained on, {name} (sha256 "
+                         f"{sha}); training on it anyway.")
+            continue
+        places = _places(config.parent)
+        other = None
+        for folder in places:
+            candidate = folder / name
+            if not candidate.is_file():
+                continue
+            try:
+                if sha is None or file_sha256(candidate) == sha:
+                    out[key] = str(candidate.resolve())
+                    break
+            except OSError:
+                pass
+            other = other or candidate
+        else:
+            checksum = f" (sha256 {sha})" if sha else ""
+            differs = f"; {other} has that name but other contents" if other else ""
+            raise UserError(f"the config trains on {name}{checksum}, which is not in the current folder, beside the "
+                            f"config, in {corpora_dir()} or in the assets{differs}; {_how_to_pass(key, config)}.")
+    return out
+
+
 def resolved(config: dict) -> dict:
     """A stored train config as it trained: defaults filled in and the reference resolved to the model, so a run
     saved before either was stored (or by a path that left them out) compares with today's runs without spurious
@@ -230,11 +357,16 @@ class TrainConfig:
         return cls(**data)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> TrainConfig:
-        """A config file's settings; any problem with it, its syntax included, is one line naming the file."""
+    def from_file(cls, path: str | Path, given: dict | None = None,
+                  warn: Callable[[str], None] | None = None) -> TrainConfig:
+        """A config file's settings; any problem with it, its syntax included, is one line naming the file. A file
+        it names by name and checksum (an export's config.yaml, see portable) is found or taken from `given`
+        (the command line's {setting: path}) as locate_files does; `warn` hears of a given file with another
+        checksum."""
         import yaml  # only for --config; keeps the CLI's start-up light
 
         path = Path(path)
+        text = None
         try:
             text = path.read_text(encoding="utf-8")
             data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
@@ -243,9 +375,17 @@ class TrainConfig:
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             raise UserError(f"Could not read config {path}: {exc.problem or exc.context}{where}.") from exc
         except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
+            if text is not None and not text.strip():  # JSON's "Expecting value" for an empty file
+                raise UserError(f"Config {path} is empty; it should hold a run's settings (name: value), as the "
+                                "config.yaml of an export does.") from exc
             raise UserError(f"Could not read config {path}: {' '.join(str(exc).split()) or type(exc).__name__}."
                             ) from exc
+        if data is None and not text.strip():  # YAML reads an empty file as null
+            raise UserError(f"Config {path} is empty; it should hold a run's settings (name: value), as the "
+                            "config.yaml of an export does.")
         try:
+            if isinstance(data, dict):
+                data = locate_files(data, path, given, warn)
             return cls.from_dict(data)
         except UserError as exc:
             raise UserError(f"Config {path}: {exc}") from exc

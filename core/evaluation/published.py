@@ -1,0 +1,248 @@
+"""Published figures: a reference number from elsewhere ("published: 77.6 on this test set") kept with a corpus and
+drawn beside ours (the CLI's `published` and `evaluate`, the Corpus page, a run's metric cards, the Trade-off page).
+
+One JSON file in the home (core.storage.corpora_dir() / "published.json") holds them for every corpus, keyed by its
+content fingerprint (Corpus, PairCorpus and ListCorpus .fingerprint), then by headline metric key
+(core.evaluation.headline.HEADLINE): {"version": 1, "corpora": {fingerprint: {key: {"value": v, "note": "..."}}}}.
+A value is stored in the metric's stored unit (an accuracy as a share in [0, 1]) and given and shown in the shown
+one (85.0 for 85 %), as every card shows it. A file that cannot be read is reported and read as empty, never a
+traceback; a write replaces it atomically, keeping an unreadable one beside it as published.json.bad.
+
+Here rather than in core.data: a figure is one of the headline metrics, which live in core.evaluation, and data may
+not import evaluation (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import numbers
+import os
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import UserError, os_error, shorten
+from core.evaluation.headline import HEADLINE, Metric
+from core.storage import corpora_dir, write_atomic
+
+_log = logging.getLogger("contrastlab.published")
+
+VERSION = 1
+NOTE_CHARS = 200
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # reorder the text around them
+METRICS = {m.key: m for m in HEADLINE}
+# Each metric's range in its SHOWN unit: P@k / S@k and accuracies 0-100, STS Spearman x100 -100-100, Kendall tau.
+RANGES = {"polarity": (0.0, 100.0), "similarity": (0.0, 100.0), "knn_accuracy": (0.0, 100.0),
+          "linear_accuracy": (0.0, 100.0), "sts_spearman": (-100.0, 100.0), "ordering_accuracy": (0.0, 100.0),
+          "kendall_tau": (-1.0, 1.0)}
+# The figures each corpus kind reports (core.evaluation.corpus_eval): the only ones a corpus of that kind can take.
+KIND_METRICS = {"labelled": ("polarity", "similarity", "knn_accuracy", "linear_accuracy"),
+                "pairs": ("sts_spearman",),
+                "lists": ("ordering_accuracy", "kendall_tau")}
+KIND_WORDS = {"labelled": "A labelled corpus", "pairs": "A pair corpus", "lists": "A list corpus"}
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published figure of a corpus: `value` in the metric's stored unit, `note` where it comes from."""
+
+    key: str
+    value: float
+    note: str = ""
+
+    @property
+    def metric(self) -> Metric:
+        return METRICS[self.key]
+
+    @property
+    def shown(self) -> float:
+        """The value in the shown unit (77.6, 85.0 for 85 %), as it was given."""
+        return round(self.metric.shown(self.value), 10)
+
+    def text(self) -> str:
+        """The value as cards show it: "77.6", "85.0%"."""
+        return self.metric.text(self.value)
+
+    def label(self, k: object = "k") -> str:
+        """"STS Spearman 77.6 (Reimers 2019)": name, value and source, one line."""
+        return f"{self.metric.short.format(k=k)} {self.text()}" + (f" ({self.note})" if self.note else "")
+
+
+def published_file() -> Path:
+    return corpora_dir() / "published.json"
+
+
+def published(fingerprint: str, warn: Warn | None = None) -> dict[str, Published]:
+    """The published figures stored for the corpus with this fingerprint, metric key -> Published, in HEADLINE
+    order; empty when there are none. An unreadable file is reported through `warn` (default: a logged warning)
+    and read as empty."""
+    figures = _read(warn).get(fingerprint, {})
+    return {key: figures[key] for key in METRICS if key in figures}
+
+
+def published_values(fingerprint: str, warn: Warn | None = None) -> dict[str, float]:
+    """metric key -> value in its stored unit: what an evaluation result's "published" holds."""
+    return {key: figure.value for key, figure in published(fingerprint, warn).items()}
+
+
+def set_published(fingerprint: str, key: object, shown_value: object, note: object = "", kind: str | None = None,
+                  warn: Warn | None = None) -> Published:
+    """Store a published figure for the corpus: `shown_value` in the SHOWN unit (77.6 for STS Spearman, 85.0 for
+    an accuracy of 85 %); `kind` (a corpus kind) refuses a metric that kind does not report. A bad key, value or
+    note raises a UserError in one line. Replaces the figure stored for that metric."""
+    metric = checked_metric(key, kind)
+    figure = Published(metric.key, _stored(metric, shown_value), checked_note(note))
+    corpora = _read(warn, writing=True)
+    corpora.setdefault(_checked_fingerprint(fingerprint), {})[metric.key] = figure
+    _write(corpora)
+    return figure
+
+
+def remove_published(fingerprint: str, key: object, warn: Warn | None = None) -> Published:
+    """Remove a stored figure (UserError when the key is not a metric or nothing is stored for it); returns it."""
+    metric = checked_metric(key)
+    corpora = _read(warn, writing=True)
+    figures = corpora.get(_checked_fingerprint(fingerprint), {})
+    if metric.key not in figures:
+        raise UserError(f"No published {metric.short.format(k='k')} is stored for this corpus, so there is nothing "
+                        "to remove.")
+    removed = figures.pop(metric.key)
+    if not figures:
+        corpora.pop(fingerprint)
+    _write(corpora)
+    return removed
+
+
+def checked_metric(key: object, kind: str | None = None) -> Metric:
+    """The headline metric called `key`; `kind` (a corpus kind) also refuses one that kind does not report."""
+    if not isinstance(key, str) or key.strip() not in METRICS:
+        raise UserError(f"There is no figure called {shorten(key)}; use one of {', '.join(METRICS)}.")
+    metric = METRICS[key.strip()]
+    if kind in KIND_METRICS and metric.key not in KIND_METRICS[kind]:
+        raise UserError(f"{KIND_WORDS[kind]} reports {', '.join(KIND_METRICS[kind])}, not {metric.key}, so it "
+                        f"takes no published {metric.short.format(k='k')}.")
+    return metric
+
+
+def checked_value(key: object, shown_value: object) -> float:
+    """The value in the shown unit, checked: a finite number in the metric's range (a string is read as one)."""
+    metric = checked_metric(key)
+    name = metric.short.format(k="k")
+    value = shown_value
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()) if value.strip() else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise UserError(f"The published {name} must be a number such as 77.6; got {shorten(shown_value)}.")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise UserError(f"The published {name} must be a number such as 77.6; got {shorten(shown_value)}.")
+    value = float(value)
+    if not math.isfinite(value):
+        raise UserError(f"The published {name} must be a finite number; got {shorten(shown_value)}.")
+    low, high = RANGES[metric.key]
+    if not low <= value <= high:
+        unit = ("%, as the cards show it: 85.0 for 85 %" if metric.percent else
+                "" if metric.key == "kendall_tau" else ", as the cards show it (x100)")
+        raise UserError(f"The published {name} must lie between {low:g} and {high:g}{unit}; got {value:g}.")
+    return value
+
+
+def checked_note(note: object) -> str:
+    """A source note: at most NOTE_CHARS characters of one line, without control characters; None or "" for none."""
+    if note is None:
+        return ""
+    if not isinstance(note, str):
+        raise UserError(f"The source note must be text; got {shorten(note)}.")
+    note = note.strip()
+    if len(note) > NOTE_CHARS:
+        raise UserError(f"The source note must be at most {NOTE_CHARS} characters; it has {len(note):,}.")
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in BIDI_CONTROLS for c in note):
+        raise UserError(f"The source note must be one line without control characters (tab, line break, ...); got "
+                        f"{shorten(note)}.")
+    return note
+
+
+def _stored(metric: Metric, shown_value: object) -> float:
+    value = checked_value(metric.key, shown_value)
+    return value / 100 if metric.percent else value
+
+
+def _checked_fingerprint(fingerprint: object) -> str:
+    if not isinstance(fingerprint, str) or not fingerprint:
+        raise UserError(f"A corpus fingerprint is a non-empty string; got {shorten(fingerprint)}.")
+    return fingerprint
+
+
+# ---------------------------------------------------------------- the file
+
+
+def _read(warn: Warn | None, writing: bool = False) -> dict[str, dict[str, Published]]:
+    """Every stored figure, fingerprint -> key -> Published. A file that cannot be read or parsed is reported and
+    read as empty (when `writing`, moved aside to published.json.bad first, so the write keeps it); a single entry
+    that does not hold a valid figure is reported and skipped."""
+    path = published_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        return _unreadable(path, f"it could not be read ({type(exc).__name__})", warn, writing)
+    try:
+        data = json.loads(text)
+        corpora = data["corpora"]
+        if not isinstance(corpora, dict) or not all(isinstance(v, dict) for v in corpora.values()):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        return _unreadable(path, "it is not a published-figures file", warn, writing)
+    found: dict[str, dict[str, Published]] = {}
+    skipped = []
+    for fingerprint, figures in corpora.items():
+        for key, entry in figures.items():
+            try:
+                metric = checked_metric(key)
+                value = float(entry["value"])
+                checked_value(key, metric.shown(value))
+                found.setdefault(fingerprint, {})[key] = Published(key, value, checked_note(entry.get("note", "")))
+            except (UserError, KeyError, TypeError, ValueError, AttributeError):
+                skipped.append(shorten(key, 30))
+    if skipped:
+        _report(f"Skipped {len(skipped)} unusable published figure{'s' if len(skipped) > 1 else ''} in {path} "
+                f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}).", warn)
+    return found
+
+
+def _unreadable(path: Path, problem: str, warn: Warn | None, writing: bool) -> dict:
+    if writing:
+        bad = path.with_name(path.name + ".bad")
+        try:
+            os.replace(path, bad)
+        except OSError as exc:
+            raise os_error(exc, path, "move aside the unreadable") from None
+        _report(f"The published figures in {path} were unreadable ({problem}); kept it as {bad.name} and started a "
+                "new file.", warn)
+    else:
+        _report(f"The published figures in {path} are unreadable ({problem}); showing none until it is fixed or "
+                "a figure is saved (which keeps it as published.json.bad).", warn)
+    return {}
+
+
+def _report(message: str, warn: Warn | None) -> None:
+    (warn or _log.warning)(message)
+
+
+def _write(corpora: dict[str, dict[str, Published]]) -> None:
+    data = {"version": VERSION, "corpora": {
+        fingerprint: {key: {"value": f.value, "note": f.note} for key, f in figures.items()}
+        for fingerprint, figures in sorted(corpora.items()) if figures}}
+    path = published_file()
+    try:
+        write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8"))
+    except OSError as exc:
+        raise os_error(exc, path, "write the published figures to") from None
