@@ -171,3 +171,28 @@ def test_pages_tables_and_the_card_show_paired_intervals_of_real_runs(app, contr
     assert PAIRED in at.table[0].value.columns
     rows = change_table(store, ("polarity",))  # the Trade-off page's before -> after table
     assert len(rows) == 2 and all("[" in r["P@{k}"] and ", p " in r["P@{k}"] for r in rows)
+
+
+def test_per_class_differences_equal_a_direct_loop_and_reach_the_per_class_table(contrastlab_home, tiny_model_dir):
+    from core.evaluation.paired import class_differences
+    from core.evaluation.per_class import per_class_frame
+    from core.runs.store import RunStore
+
+    run = RunStore().get(train_tiny_run(contrastlab_home, tiny_model_dir, lr=1e-3))
+    a, b = per_item.load(run.before), per_item.load(run.metrics_after)
+    rows = class_differences(run.before, run.metrics_after, count=200, seed=4)
+    labels = a["knn_label"]
+    assert [r["code"] for r in rows] == sorted(set(labels.tolist()))
+    draws, deltas = np.random.default_rng(4), []
+    for _ in range(200):
+        idx = draws.integers(0, len(labels), len(labels))
+        mask = labels[idx] == rows[0]["code"]
+        if mask.any():
+            right_a = (a["knn_pred"][idx] == labels[idx])[mask].mean()
+            right_b = (b["knn_pred"][idx] == labels[idx])[mask].mean()
+            deltas.append(right_b - right_a)
+    low, high = np.quantile(deltas, [0.025, 0.975])
+    assert (rows[0]["recall"]["ci_low"], rows[0]["recall"]["ci_high"]) == pytest.approx((low, high))
+    frame = per_class_frame(run.before, run.metrics_after)
+    column = "kNN recall change 95% CI, p"
+    assert column in frame and all(text.startswith("[") and ", p " in text for text in frame[column])

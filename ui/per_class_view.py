@@ -54,7 +54,8 @@ def per_class_results(before: dict | None, after: dict | None, key: str, name: s
     data = next(result["per_class"] for result in (after, before) if result and result.get("per_class"))
     st.caption(f"Per class: **P@{data['k']}** is the mean over the class's test texts (x100, with its sd); "
                f"**kNN recall** is the share of them the kNN classifier (k = {data['knn_k']}) labels correctly. "
-               "The headline figures average over all texts, so a small class barely moves them.")
+               "The headline figures average over all texts, so a small class barely moves them. Each change's "
+               "95% interval and p-value are paired over the same test texts (bootstrap, 1,000 resamples).")
     _few_note(frame)
     st.dataframe(frame, hide_index=True, key=f"{key}:table", placeholder="–", column_config=_columns(frame))
     results = [("before", before), ("after", after)] if after is not None else [("", before)]

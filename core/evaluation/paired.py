@@ -26,7 +26,7 @@ from core.evaluation.headline import HEADLINE
 from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED
 from core.storage import cached_json, items_entry, result_entry
 
-VERSION = 1  # part of a stored comparison's key: raise it when what compare returns changes
+VERSION = 2  # part of a stored comparison's key: raise it when what compare returns changes
 _CHUNK_VALUES = 2_000_000  # resampled indices held at once: 16 MB, whatever the number of items
 
 # A figure from one evaluation's per-item arrays at a batch of resamples: (r, n) item indices -> r values, in the
@@ -97,7 +97,13 @@ def resamples(n: int, count: int = RESAMPLES, seed: int = SEED) -> Iterator[np.n
 def paired_bootstrap(statistic: Statistic, a: dict[str, np.ndarray], b: dict[str, np.ndarray], n: int,
                      count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> tuple[float, float, float]:
     """(ci_low, ci_high, p_value) of statistic(b) - statistic(a) over the same resampled items."""
-    deltas = np.concatenate([statistic(b, idx) - statistic(a, idx) for idx in resamples(n, count, seed)])
+    return _interval_and_p(np.concatenate([statistic(b, idx) - statistic(a, idx) for idx in resamples(n, count, seed)]),
+                           level)
+
+
+def _interval_and_p(deltas: np.ndarray, level: float) -> tuple[float, float, float]:
+    """The percentile interval and two-sided p-value of resampled differences (NaN ones, from a resample where the
+    figure is undefined, left out); all NaN when none is left."""
     deltas = deltas[np.isfinite(deltas)]
     if len(deltas) == 0:
         return math.nan, math.nan, math.nan
@@ -137,15 +143,49 @@ def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED) -> tuple
     return out, notes
 
 
+def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
+                      ) -> list[dict]:
+    """Per class (in the order of the evaluations' class codes): its test texts' kNN recall and P@k, b - a, each with
+    its paired 95% interval and p-value, resampling the test texts as the headline figures do (a resample holds a
+    varying number of each class; one holding none of a class leaves it out). Empty without per-item arrays of the
+    same test texts."""
+    arrays_a, arrays_b = per_item.load(a), per_item.load(b)
+    if arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts") or "knn_label" not in arrays_a:
+        return []
+    labels = arrays_a["knn_label"]
+    right = {"a": arrays_a["knn_pred"] == labels, "b": arrays_b["knn_pred"] == labels}
+    polarity = {"a": arrays_a["polarity"] * 100, "b": arrays_b["polarity"] * 100}
+    classes = np.unique(labels)
+    deltas: dict[tuple[int, str], list[np.ndarray]] = {(c, m): [] for c in classes for m in ("recall", "polarity")}
+    for idx in resamples(len(labels), count, seed):
+        drawn = labels[idx]
+        for c in classes:
+            mask = drawn == c
+            held = mask.sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                for metric, values in (("recall", right), ("polarity", polarity)):
+                    mean = {w: (values[w][idx] * mask).sum(axis=1) / held for w in ("a", "b")}
+                    deltas[(c, metric)].append(mean["b"] - mean["a"])
+    out = []
+    for c in classes:
+        row: dict = {"code": int(c), "n": int((labels == c).sum())}
+        for metric in ("recall", "polarity"):
+            bounds = _interval_and_p(np.concatenate(deltas[(c, metric)]), level)
+            row[metric] = {k: (None if math.isnan(v) else v) for k, v in zip(("ci_low", "ci_high", "p_value"), bounds)}
+        out.append(row)
+    return out
+
+
 def compared(a: dict, b: dict) -> dict:
-    """compare(a, b) as JSON ({"metrics": [Difference.as_dict()], "notes": [...]}), stored in the result cache under
+    """compare(a, b) as JSON ({"metrics": [Difference.as_dict()], "notes": [...], "classes": class_differences}),
+    stored in the result cache under
     both evaluations' item references, so every page, card and table that shows this difference reads one
     computation. A comparison missing per-item arrays is not stored: evaluating again brings them back."""
     refs = [(r.get("items") or {}).get("ref") for r in (a, b)]
 
     def compute() -> dict:
         diffs, notes = compare(a, b)
-        return {"metrics": [d.as_dict() for d in diffs], "notes": notes}
+        return {"metrics": [d.as_dict() for d in diffs], "notes": notes, "classes": class_differences(a, b)}
 
     if None in refs or not all(items_entry(ref).exists() for ref in refs):
         return compute()

@@ -13,6 +13,9 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import confusion_matrix
 
+from core.evaluation.headline import p_text
+from core.evaluation.paired import compared
+
 SMALL_CLASS = 20  # fewer test texts than this: one text moves the class's kNN recall by more than 5 points
 MAX_CONFUSION_CLASSES = 50  # a larger matrix is neither readable nor small enough to store with every run
 
@@ -99,8 +102,26 @@ def per_class_frame(before: dict | None, after: dict | None = None) -> pd.DataFr
             "kNN recall before": b["knn_recall"] * 100, "kNN recall after": a["knn_recall"] * 100,
             "kNN recall change": (a["knn_recall"] - b["knn_recall"]) * 100,
         })
+        paired = _paired_columns(before, after, p)
+        for column, values in paired.items():
+            frame[column] = [values.get(str(c), "–") for c in frame.index]
     frame["few"] = frame["n"] < SMALL_CLASS
     return frame.rename_axis("class").reset_index()
+
+
+def _paired_columns(before: dict, after: dict, p: str) -> dict[str, dict[str, str]]:
+    """Per-class changes' paired 95% intervals and p-values (core.evaluation.paired.class_differences), as text by
+    class name: "[+0.8, +4.1], p = 0.004" for P@k (points) and kNN recall (percentage points)."""
+    names = [str(row["class"]) for row in after["per_class"]["classes"]]
+    columns = {"polarity": (f"{p} change 95% CI, p", 1), "recall": ("kNN recall change 95% CI, p", 100)}
+    out: dict[str, dict[str, str]] = {column: {} for column, _ in columns.values()}
+    for row in compared(before, after).get("classes", []):
+        for metric, (column, scale) in columns.items():
+            d = row[metric]
+            if d["ci_low"] is not None and row["code"] < len(names):
+                out[column][names[row["code"]]] = (f"[{d['ci_low'] * scale:+.1f}, {d['ci_high'] * scale:+.1f}], "
+                                                   f"{p_text(d['p_value'])}")
+    return out if any(out.values()) else {}
 
 
 def confusion_counts(result: dict | None) -> tuple[list[str], np.ndarray] | None:
