@@ -272,6 +272,7 @@ def _cli_has_engine() -> bool:
 # Waits for the CLI half of issue 15 (core/cli.py: `sweep --engine local|ray --address ADDRESS`, passed on to
 # sweep_config); it runs, and must pass, once those flags exist.
 @pytest.mark.skipif(not _cli_has_engine(), reason="python -m core sweep has no --engine flag yet (core/cli.py)")
+@pytest.mark.slow  # about 60 s on 2 cores; the in-process Ray sweep and the CLI's address checks run in `make test`
 def test_the_cli_sweeps_on_a_running_ray_cluster(tiny_model_dir, ray_local, contrastlab_home):
     address = ray_local.get_runtime_context().gcs_address  # this module's instance, as HOST:PORT
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CONTRASTLAB_HOME": str(contrastlab_home)}
