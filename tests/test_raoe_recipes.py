@@ -132,3 +132,18 @@ def test_an_sts_corpus_without_scores_is_refused_before_a_run(tmp_path, capsys):
     assert main(["train", str(demo_corpus_path()), "--sts-corpus", str(unscored)]) == 2
     assert "has no score column" in capsys.readouterr().err
     assert RunStore().list() == []
+
+
+def test_the_angle_term_alone_on_pairs_of_one_label_is_refused_not_trained_for_nothing(tmp_path, tiny_model):
+    """STS-B has scores and no labels: raoe_angle trained 20 steps on a GPU and came out bit-identical (gpu-check).
+    The rank term still learns from the scores, so raoe and raoe_rank keep training there."""
+    corpus = load_pairs(pair_file(tmp_path))  # scores, no label column: every pair on label 0
+    for settings in ({"recipe": "raoe_angle"}, {"recipe": "raoe", "w_rank": 0.0}):
+        cfg = TrainConfig(corpus="x", teacher="score", examples=30, **settings)
+        with pytest.raises(UserError, match="would train nothing") as refused:
+            ranked_pairs(cfg, corpus, tiny_model, "ranked pairs")
+        assert "\n" not in str(refused.value)
+    for settings in ({"recipe": "raoe"}, {"recipe": "raoe_rank"}, {"recipe": "raoe", "w_rank": 0.0, "gate": "score"}):
+        _, stats = ranked_pairs(TrainConfig(corpus="x", teacher="score", examples=30, **settings), corpus, tiny_model,
+                                "ranked pairs")
+        assert stats["examples"] == 30

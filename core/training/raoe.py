@@ -172,6 +172,14 @@ def gated_share_warning(cfg, share: float | None) -> str | None:
     return None
 
 
+def angle_alone(cfg) -> bool:
+    """Whether the run's only term is L_angle gated by the labels (raoe_angle, or raoe with w_rank 0 and a gate
+    that reads labels): with every pair on one label it has no pair to order."""
+    if cfg.recipe == "raoe_angle":
+        return True
+    return cfg.recipe == "raoe" and cfg.w_rank == 0 and cfg.gate != "score"
+
+
 def ranked_pairs(cfg, corpus, reference, _fmt: str, progress: Progress | None = None):
     """(Dataset with sentence1, sentence2 and label = [s, l], stats) for a RAOE recipe, subsampled to cfg.examples
     (seed)."""
@@ -204,6 +212,11 @@ def ranked_pairs(cfg, corpus, reference, _fmt: str, progress: Progress | None = 
     text1, text2, ordinal = [text1[i] for i in rows], [text2[i] for i in rows], ordinal[rows]
     scores = teacher_scores(cfg, reference, text1, text2, None if gold is None else gold[rows], progress)
     share = gated_share(torch.from_numpy(scores), torch.from_numpy(ordinal))
+    if np.isnan(share) and angle_alone(cfg):
+        raise UserError(f"Every pair has the same label, so L_angle orders no pair and this run ({cfg.recipe}, the "
+                        "angle term alone) would train nothing: the model would come out unchanged. Give the pairs "
+                        "an ordinal label column (NLI: entailment, neutral, contradiction), or train raoe or "
+                        "raoe_rank, which rank the pairs by their score.")
     dataset = Dataset.from_dict({"sentence1": text1, "sentence2": text2,
                                  "label": np.stack([scores, ordinal], axis=1).tolist()})
     share = None if np.isnan(share) else round(share, 4)
