@@ -4,8 +4,9 @@ The CPU machines the project is built and tested on never run them (bf16 / fp16 
 evaluation, the quick point's cached frozen states on a GPU), so a GPU machine that is lent for a few minutes spends
 them here:
 1. a short run of every recipe (`python -m core train --json`, 20 steps, precision auto = bf16 where the GPU has it),
-   on TREC (labelled recipes), STS-B (pair recipes) and BBC News (crops); triplet again in fp16 and fp32, and with
-   ATA pooling; four groups of runs go side by side, each group one run after another;
+   on TREC (labelled recipes), STS-B (pair recipes; raoe_angle on SNLI, whose labels its angle term orders) and BBC
+   News (crops); triplet again in fp16 and fp32, and with ATA pooling; the groups of runs go side by side, each
+   group one run after another;
 2. a quick margin point on TREC, twice (the second reads the cached frozen states);
 3. `bench throughput --device cuda`: our encode against SentenceTransformer.encode on the GPU.
 Every run's status, wall time, timings and headline figures before and after go to gpu_check.json in --out, written
@@ -33,7 +34,8 @@ GROUPS = [  # (corpus file, its runs: each (label, extra flags)); the groups run
      + [("triplet fp16", ["--recipe", "triplet", "--precision", "fp16"]),
         ("triplet fp32", ["--recipe", "triplet", "--precision", "fp32"]),
         ("triplet ata", ["--recipe", "triplet", "--pooling", "ata"])]),
-    ("stsb.csv", [(r, ["--recipe", r]) for r in ("cosent", "angle", "raoe", "raoe_rank", "raoe_angle")]),
+    ("stsb.csv", [(r, ["--recipe", r]) for r in ("cosent", "angle", "raoe", "raoe_rank")]),
+    ("snli.csv", [("raoe_angle", ["--recipe", "raoe_angle"])]),  # its angle term needs labels, which STS-B lacks
     ("bbc_news.csv", [(r, ["--recipe", r]) for r in ("crop", "dropout")]),
 ]
 HEADLINE = ("knn_accuracy", "polarity", "similarity", "sts_spearman", "ordering_accuracy")
@@ -98,8 +100,8 @@ def quick_points(corpus: Path, report: Report, timeout: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="folder with trec.csv, stsb.csv, bbc_news.csv, "
-                        "sst2.csv (default: the shared data folder, or CONTRASTLAB_DATA)")
+    parser.add_argument("--data", type=Path, default=DATA, help="folder with trec.csv, stsb.csv, snli.csv, "
+                        "bbc_news.csv, sst2.csv (default: the shared data folder, or CONTRASTLAB_DATA)")
     parser.add_argument("--out", type=Path, default=Path("gpu-check"), help="folder for gpu_check.json")
     parser.add_argument("--timeout", type=float, default=150, help="seconds one run may take")
     args = parser.parse_args(argv)
