@@ -178,9 +178,9 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
 
 def compared(a: dict, b: dict) -> dict:
     """compare(a, b) as JSON ({"metrics": [Difference.as_dict()], "notes": [...], "classes": class_differences}),
-    stored in the result cache under
-    both evaluations' item references, so every page, card and table that shows this difference reads one
-    computation. A comparison missing per-item arrays is not stored: evaluating again brings them back."""
+    stored in the result cache under both evaluations' item references, so every page, card and table that shows
+    this difference reads one computation. A comparison missing per-item arrays is not stored: evaluating again
+    brings them back."""
     refs = [(r.get("items") or {}).get("ref") for r in (a, b)]
 
     def compute() -> dict:
