@@ -95,6 +95,13 @@ def train_tiny_run(home: Path, model_dir: Path, **settings) -> str:
     return run_id
 
 
+def tiny_runs_home(tmp_path_factory, model_dir: Path, *settings: dict) -> tuple[Path, list[str]]:
+    """A home of its own holding one finished tiny run (train_tiny_run) per `settings`, for a module's tests to share
+    through a module fixture: training is where such tests spend their time."""
+    home = tmp_path_factory.mktemp("runs-home")
+    return home, [train_tiny_run(home, model_dir, **s) for s in settings]
+
+
 def train_runs(home: Path, configs: list[dict], corpus_name: str | None = None) -> list[str]:
     """Each train config run to the end in this process into `home`'s run store; their ids, in order."""
     from core.jobs import worker

@@ -13,7 +13,21 @@ from core.evaluation.changes import BETTER, KEPT_RIGHT, KEPT_WRONG, WORSE, chang
 from core.runs.store import RunStore
 from core.training.config import TrainConfig
 from core.training.trainer import load_run_corpus
-from tests.conftest import no_errors, train_tiny_run
+from tests.conftest import no_errors, tiny_runs_home
+
+
+@pytest.fixture(scope="module")
+def tuned_run(tmp_path_factory, tiny_model_dir) -> tuple[str, str]:
+    """(home, run id) of one run trained hard enough (lr 1e-3) to flip some kNN votes, for the module's tests."""
+    home, (run_id,) = tiny_runs_home(tmp_path_factory, tiny_model_dir, {"lr": 1e-3})
+    return str(home), run_id
+
+
+@pytest.fixture
+def run_id(tuned_run, monkeypatch) -> str:
+    home, run = tuned_run
+    monkeypatch.setenv("CONTRASTLAB_HOME", home)
+    return run
 
 
 def test_flip_status_names_each_outcome():
@@ -28,8 +42,7 @@ def test_rank_error_is_zero_where_cosine_and_gold_agree_and_grows_with_the_swap(
     assert rank_error(np.array([0.4, 0.2, 0.3, 0.1]), gold).tolist() == [0.75, 0, 0, 0.75]
 
 
-def test_a_real_run_lists_its_flipped_texts_with_neighbours(contrastlab_home, tiny_model_dir):
-    run_id = train_tiny_run(contrastlab_home, tiny_model_dir, lr=1e-3)
+def test_a_real_run_lists_its_flipped_texts_with_neighbours(run_id):
     run = RunStore().get(run_id)
     corpus = load_run_corpus(TrainConfig.from_dict(run.config))
     frame = changed_items(run.before, run.metrics_after, corpus)
@@ -71,8 +84,7 @@ def test_pairs_are_listed_by_how_much_their_rank_error_grew(contrastlab_home, ti
     assert frame["change"].tolist() == pytest.approx((frame["rank error after"] - frame["rank error before"]).tolist())
 
 
-def test_runs_page_lists_what_got_worse_with_a_csv(app, contrastlab_home, tiny_model_dir):
-    run_id = train_tiny_run(contrastlab_home, tiny_model_dir, lr=1e-3)
+def test_runs_page_lists_what_got_worse_with_a_csv(run_id, app):
     app.query_params["run"] = run_id
     app.run()
     at = app.switch_page("app_pages/7_Runs.py").run()

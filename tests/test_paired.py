@@ -16,7 +16,20 @@ from scipy.stats import binomtest, spearmanr
 from core.cli import main
 from core.evaluation import items as per_item
 from core.evaluation.paired import FIGURES, compare, mcnemar, paired_bootstrap, resamples
-from tests.conftest import train_tiny_run
+from tests.conftest import tiny_runs_home
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, tiny_model_dir) -> tuple[Path, list[str]]:
+    return tiny_runs_home(tmp_path_factory, tiny_model_dir, {}, {"margin": 2.0, "lr": 1e-3})
+
+
+@pytest.fixture
+def runs(two_runs, monkeypatch) -> list[str]:
+    """The two runs' ids, their home this test's home."""
+    home, ids = two_runs
+    monkeypatch.setenv("CONTRASTLAB_HOME", str(home))
+    return ids
 
 
 def test_the_bootstrap_equals_a_direct_loop_over_resamples():
@@ -111,9 +124,8 @@ def test_an_evaluation_keeps_its_per_item_arrays(tiny_model, tmp_path):
     assert evaluate_corpus(tiny_model, tiny_model, corpus)["items"] == result["items"]  # a cache hit names them
 
 
-def test_compare_prints_paired_differences_of_two_runs(contrastlab_home, tiny_model_dir, capsys):
-    first = train_tiny_run(contrastlab_home, tiny_model_dir)
-    second = train_tiny_run(contrastlab_home, tiny_model_dir, margin=2.0)
+def test_compare_prints_paired_differences_of_two_runs(runs, capsys):
+    first, second = runs
     assert main(["compare", first, second, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {m["name"]: m for m in out["metrics"]}
@@ -149,14 +161,13 @@ def test_compare_usage_errors_exit_2(args):
     assert exit_info.value.code == 2
 
 
-def test_pages_tables_and_the_card_show_paired_intervals_of_real_runs(app, contrastlab_home, tiny_model_dir):
+def test_pages_tables_and_the_card_show_paired_intervals_of_real_runs(runs, app):
     from core.analysis.tradeoff import change_table
     from core.runs.store import RunStore
     from tests.conftest import no_errors
     from ui.run_tables import PAIRED, comparison_frame
 
-    first = train_tiny_run(contrastlab_home, tiny_model_dir)
-    second = train_tiny_run(contrastlab_home, tiny_model_dir, margin=2.0, lr=1e-3)
+    first, second = runs
     store = RunStore()
     frame = comparison_frame(store.get(first), store.get(second))
     assert all(", p " in text and text.startswith("[") for text in frame.loc[["P@k", "S@k", "kNN accuracy"], PAIRED])
@@ -173,12 +184,12 @@ def test_pages_tables_and_the_card_show_paired_intervals_of_real_runs(app, contr
     assert len(rows) == 2 and all("[" in r["P@{k}"] and ", p " in r["P@{k}"] for r in rows)
 
 
-def test_per_class_differences_equal_a_direct_loop_and_reach_the_per_class_table(contrastlab_home, tiny_model_dir):
+def test_per_class_differences_equal_a_direct_loop_and_reach_the_per_class_table(runs):
     from core.evaluation.paired import class_differences
     from core.evaluation.per_class import per_class_frame
     from core.runs.store import RunStore
 
-    run = RunStore().get(train_tiny_run(contrastlab_home, tiny_model_dir, lr=1e-3))
+    run = RunStore().get(runs[1])
     a, b = per_item.load(run.before), per_item.load(run.metrics_after)
     rows = class_differences(run.before, run.metrics_after, count=200, seed=4)
     labels = a["knn_label"]
