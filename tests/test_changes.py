@@ -104,3 +104,18 @@ def test_maps_colour_test_texts_by_their_knn_flip():
     assert data.flips == [TRAINING, TRAINING, WORSE, KEPT_RIGHT, BETTER, KEPT_WRONG]
     ref, tuned = map_figures(data, "reference", "tuned", colour=FLIP)
     assert {t.name for t in tuned.data if t.name} >= {WORSE, BETTER, TRAINING}
+
+
+def test_lists_that_lost_their_order_come_first_then_those_that_gained_it():
+    from types import SimpleNamespace
+
+    from core.evaluation.changes import list_changes
+
+    lists = SimpleNamespace(test=SimpleNamespace(lists=[["a0", "a1", "a2"], ["b0", "b1", "b2"], ["c0", "c1", "c2"],
+                                                        ["d0", "d1", "d2"]]))
+    before = {"list_exact": np.array([1.0, 0.0, 1.0, 0.0]), "list_tau": np.array([1.0, 0.0, 1.0, 0.5])}
+    after = {"list_exact": np.array([1.0, 1.0, 0.0, 0.0]), "list_tau": np.array([1.0, 1.0, 0.2, -0.5])}
+    frame = list_changes(before, after, lists)
+    assert frame["anchor"].tolist() == ["c0", "b0", "d0", "a0"]  # lost, gained, then by tau's fall
+    assert frame["change"].tolist() == ["lost its order", "gained its order", "", ""]
+    assert frame["members"][0] == "c1 | c2" and frame["tau change"].tolist() == pytest.approx([-0.8, 1.0, -1.0, 0.0])

@@ -62,11 +62,11 @@ def pair_changes(before: dict[str, np.ndarray], after: dict[str, np.ndarray], pa
     """Every scored pair with its cosine and rank error before and after, the one whose error grew most first."""
     err_b, err_a = rank_error(before["sts_cos"], before["sts_gold"]), rank_error(after["sts_cos"], after["sts_gold"])
     order = np.argsort(-(err_a - err_b), kind="stable")
-    return pd.DataFrame({
-        "text1": np.asarray(pairs.test.text1, dtype=object)[order],
-        "text2": np.asarray(pairs.test.text2, dtype=object)[order], "gold score": before["sts_gold"][order],
-        "cosine before": before["sts_cos"][order], "cosine after": after["sts_cos"][order],
-        "rank error before": err_b[order], "rank error after": err_a[order], "change": (err_a - err_b)[order],
+    return pd.DataFrame({  # the figures first: long texts would push them out of a table's view
+        "change": (err_a - err_b)[order], "rank error before": err_b[order], "rank error after": err_a[order],
+        "gold score": before["sts_gold"][order], "cosine before": before["sts_cos"][order],
+        "cosine after": after["sts_cos"][order], "text1": np.asarray(pairs.test.text1, dtype=object)[order],
+        "text2": np.asarray(pairs.test.text2, dtype=object)[order],
     })
 
 
@@ -79,8 +79,8 @@ def list_changes(before: dict[str, np.ndarray], after: dict[str, np.ndarray], li
     members = lists.test.lists
     return pd.DataFrame({
         "change": np.select([lost, gained], ["lost its order", "gained its order"], "")[order],
-        "anchor": [members[i][0] for i in order], "members": [" | ".join(members[i][1:]) for i in order],
         "tau before": before["list_tau"][order], "tau after": after["list_tau"][order], "tau change": fall[order],
+        "anchor": [members[i][0] for i in order], "members": [" | ".join(members[i][1:]) for i in order],
     })
 
 
