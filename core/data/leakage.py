@@ -81,9 +81,12 @@ def leaked_words(n: int, target_split: str, terms: LeakTerms) -> str:
     return f"{lead}, {terms.same}"
 
 
-def shared_words(n: int, total: int, target_split: str, terms: LeakTerms) -> str:
-    """"40 of the 100 test pairs (40%) have a text that also occurs in a training pair"."""
-    share = n / total if total else 0.0
+def shared_words(shared: int, leaked: int, targets: int, target_split: str, terms: LeakTerms) -> str:
+    """"40 of the 100 test pairs (40%) have a text that also occurs in a training pair": the `shared` of `targets`
+    items (the `leaked` ones among them); "" when every shared item is also a repeat, which leaked_words says."""
+    if shared <= leaked:
+        return ""
+    share = shared / targets if targets else 0.0
     percent = "<1%" if 0 < share < 0.005 else f"{share:.0%}"
-    return (f"{n:,} of the {total:,} {target_split} {terms.unit}s ({percent}) {'has' if n == 1 else 'have'} "
-            f"{terms.part} that also occurs in a training {terms.unit}")
+    return (f"{shared:,} of the {targets:,} {target_split} {terms.unit}s ({percent}) "
+            f"{'has' if shared == 1 else 'have'} {terms.part} that also occurs in a training {terms.unit}")

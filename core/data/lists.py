@@ -133,10 +133,9 @@ class ListCorpus:
     def sharing(self) -> str:
         """"5 of the 10 test lists (50%) have an anchor that also occurs in a training list": the softer figure, the
         exact repeats included, which nothing drops; "" when no list shares its anchor without being a repeat."""
-        report = self.report
-        if report.shared <= report.leaked:
-            return ""
-        return shared_words(report.shared, len(self.test) + report.leaked_dropped, self.target_split, LIST_TERMS)
+        report = self.report  # the targets as read, the dropped repeats included
+        return shared_words(report.shared, report.leaked, len(self.test) + report.leaked_dropped, self.target_split,
+                            LIST_TERMS)
 
     def summary(self) -> dict:
         """JSON-ready description of the lists, for model cards, the corpus page and the CLI."""

@@ -127,10 +127,9 @@ class PairCorpus:
     def sharing(self) -> str:
         """"40 of the 100 test pairs (40%) have a text that also occurs in a training pair": the softer figure, the
         exact repeats included, which nothing drops; "" when no pair shares a text without being a repeat."""
-        report = self.report
-        if report.shared <= report.leaked:
-            return ""
-        return shared_words(report.shared, len(self.test) + report.leaked_dropped, self.target_split, PAIR_TERMS)
+        report = self.report  # the targets as read, the dropped repeats included
+        return shared_words(report.shared, report.leaked, len(self.test) + report.leaked_dropped, self.target_split,
+                            PAIR_TERMS)
 
     def summary(self) -> dict:
         """JSON-ready description of the data, for model cards, the corpus page and the CLI."""

@@ -119,10 +119,19 @@ def mcnemar(right_a: np.ndarray, right_b: np.ndarray) -> float:
     return 1.0 if only_a + only_b == 0 else float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
 
 
-def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED) -> tuple[list[Difference], list[str]]:
+Arrays = tuple[dict[str, np.ndarray] | None, dict[str, np.ndarray] | None]  # two results' per-item arrays
+
+
+def _arrays(a: dict, b: dict, arrays: Arrays | None) -> Arrays:
+    return arrays if arrays is not None else (per_item.load(a), per_item.load(b))
+
+
+def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, arrays: Arrays | None = None
+            ) -> tuple[list[Difference], list[str]]:
     """The paired differences b - a of every figure both evaluation results report on the same items, and a note
-    for each figure both report that cannot be compared paired (other items, or no per-item arrays kept)."""
-    arrays_a, arrays_b = per_item.load(a), per_item.load(b)
+    for each figure both report that cannot be compared paired (other items, or no per-item arrays kept);
+    `arrays`: the two results' per-item arrays where the caller has read them already."""
+    arrays_a, arrays_b = _arrays(a, b, arrays)
     out, notes = [], []
     for name, figure in FIGURES.items():
         if a.get(name) is None or b.get(name) is None:
@@ -143,13 +152,13 @@ def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED) -> tuple
     return out, notes
 
 
-def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
-                      ) -> list[dict]:
+def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
+                      arrays: Arrays | None = None) -> list[dict]:
     """Per class (in the order of the evaluations' class codes): its test texts' kNN recall and P@k, b - a, each with
     its paired 95% interval and p-value, resampling the test texts as the headline figures do (a resample holds a
     varying number of each class; one holding none of a class leaves it out). Empty without per-item arrays of the
-    same test texts."""
-    arrays_a, arrays_b = per_item.load(a), per_item.load(b)
+    same test texts; `arrays` as in compare."""
+    arrays_a, arrays_b = _arrays(a, b, arrays)
     if arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts") or "knn_label" not in arrays_a:
         return []
     labels = arrays_a["knn_label"]
@@ -184,8 +193,10 @@ def compared(a: dict, b: dict) -> dict:
     refs = [(r.get("items") or {}).get("ref") for r in (a, b)]
 
     def compute() -> dict:
-        diffs, notes = compare(a, b)
-        return {"metrics": [d.as_dict() for d in diffs], "notes": notes, "classes": class_differences(a, b)}
+        arrays = (per_item.load(a), per_item.load(b))  # read once for every figure and class
+        diffs, notes = compare(a, b, arrays=arrays)
+        return {"metrics": [d.as_dict() for d in diffs], "notes": notes,
+                "classes": class_differences(a, b, arrays=arrays)}
 
     if None in refs or not all(items_entry(ref).exists() for ref in refs):
         return compute()
