@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.analysis.maps import FLIP, TRAINING, MapData, map_figures
+from core.analysis.maps import FLIP, FLIP_COLOURS, TRAINING, MapData, map_figures
 from core.data.corpus import demo_corpus_path, load_corpus
 from core.evaluation.changes import BETTER, KEPT_RIGHT, KEPT_WRONG, WORSE, changed_items, flip_status, rank_error
 from core.runs.store import RunStore
@@ -104,6 +104,9 @@ def test_maps_colour_test_texts_by_their_knn_flip():
     assert data.flips == [TRAINING, TRAINING, WORSE, KEPT_RIGHT, BETTER, KEPT_WRONG]
     ref, tuned = map_figures(data, "reference", "tuned", colour=FLIP)
     assert {t.name for t in tuned.data if t.name} >= {WORSE, BETTER, TRAINING}
+    colours = {t.name: t.marker.color for t in ref.data if t.name}
+    assert colours[WORSE] == FLIP_COLOURS[WORSE] and colours[BETTER] == FLIP_COLOURS[BETTER]  # red worse, green better
+    assert ref.data[0].name == TRAINING  # drawn first, under the voted texts
 
 
 def test_lists_that_lost_their_order_come_first_then_those_that_gained_it():

@@ -25,7 +25,7 @@ from core.analysis.plots import map_figure, map_png, plot_text
 from core.data.corpus import Corpus
 from core.errors import UserError, os_error
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets
-from core.evaluation.changes import flip_status
+from core.evaluation.changes import BETTER, KEPT_RIGHT, KEPT_WRONG, WORSE, flip_status
 from core.evaluation.metrics import knn_predict
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
@@ -42,6 +42,8 @@ CHANGE = "neighbourhood change"
 FLIP = "kNN flip"  # a test text's kNN vote before -> after (core.evaluation.changes.FLIPS); training texts apart
 COLOURS = ("label", "split", CHANGE, FLIP)  # what points can be coloured by; CHANGE and FLIP need a fine-tuned model
 TRAINING = "training text (not voted on)"
+# A flip's colour says what it means (red worse, green better), and the training texts stay grey underneath.
+FLIP_COLOURS = {TRAINING: "#ced4da", KEPT_RIGHT: "#74c0fc", KEPT_WRONG: "#ffa94d", BETTER: "#2b8a3e", WORSE: "#c92a2a"}
 ARROWS = Param("arrows", int, 20, "Arrows",
                "how many texts get an arrow: those whose neighbourhood changed most", low=0, high=500)
 # What a map's first step does before it reports iterations (t-SNE) or epochs (UMAP), and what those are called.
@@ -238,7 +240,8 @@ def map_figures(data: MapData, reference_name: str, tuned_name: str | None = Non
                for i, (label, split) in enumerate(zip(data.labels, data.split))]
     style = {"method": METHOD_NAMES[data.method], "details": details, "selected": selected,
              **({"colour_by": data.split, "colour_title": "split"} if colour == "split" else {}),
-             **({"colour_by": data.flips, "colour_title": "kNN vote, before → after"} if colour == FLIP else {}),
+             **({"colour_by": data.flips, "colour_title": "kNN vote, before → after", "colours": FLIP_COLOURS}
+                if colour == FLIP else {}),
              **({"values": change, "values_title": f"{NEIGHBOURS} nearest<br>neighbours new"} if colour == CHANGE
                 else {})}
     ref = map_figure(data.ref_map, data.labels, data.texts, map_title(reference_name, data.ref_knn, data),

@@ -66,6 +66,7 @@ def map_figure(
     details: Sequence[str] | None = None,
     arrows: tuple[np.ndarray, Sequence[int]] | None = None,
     selected: Collection[int] | None = None,
+    colours: dict[str, str] | None = None,
 ) -> go.Figure:
     """One scatter trace per group of `colour_by` (default the labels; the legend lists the groups under
     `colour_title`), or, given `values` in [0, 1], one per label with every point coloured by its value on one colour
@@ -75,6 +76,8 @@ def map_figure(
     `highlight` rings one point (e.g. the picked one). `arrows` (starts (m, 2), rows (m,)) draws an arrow from each
     start to its row's point, in one trace of its own the legend can hide. `selected` rows are drawn selected and the
     others dimmed (plotly's selectedpoints), so a selection the page keeps shows again after the chart is redrawn.
+    `colours` fixes a colour per `colour_by` group where the groups mean something (kNN flips), drawn in its order,
+    the first below the rest; else each group takes the palette's colour by its sorted place (label_colours).
     `title` is plotly markup (it may hold <sup>): a user string in it is the caller's to pass through plot_text."""
     coords = np.asarray(coords)
     labels = [str(lab) for lab in labels]
@@ -87,7 +90,9 @@ def map_figure(
     template = "<b>%{fullData.name}</b> · #%{customdata[0]}%{customdata[2]}<br>%{customdata[1]}<extra></extra>"
     picked = None if not selected else set(selected)
     fig = go.Figure()
-    for n, (group, colour) in enumerate(label_colours(groups).items()):
+    present = set(groups)
+    by_group = label_colours(groups) if colours is None else {g: c for g, c in colours.items() if g in present}
+    for n, (group, colour) in enumerate(by_group.items()):
         rows = [i for i, x in enumerate(groups) if x == group]
         marker = {"color": colour, "size": 6, "opacity": 0.8}
         if values is not None:  # colour tells the value, so a label is told by its marker's shape
