@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -338,3 +339,39 @@ def test_the_failure_line_names_the_rank_that_ended_first_not_those_stopped_afte
     assert line.startswith("Rank 0 of 2 (pid 10) exited with status 3")
     line, _ = ddp.describe_failure(stopped, 4, nnodes=2)  # node 0's view when a rank of another node died
     assert line.startswith("Rank 0 of 4 (pid 10) lost the run's processes on another machine"), line
+
+
+def test_a_sigterm_while_a_rank_writes_its_error_file_leaves_the_file_whole(tmp_path, monkeypatch):
+    """Seen in CI: a rank died, and the agent's SIGTERM reached rank 0 while it wrote its own error (the peer's closed
+    connection); the handler's PeerLost cut the file short, and the launcher failed the run with "torchrun could not
+    start the processes: JSONDecodeError" instead of naming the killed rank. Here the SIGTERM comes mid-write."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure, error_handler, record
+
+    target = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(target))
+    head = '{"message": '
+
+    def interrupted(data, fp) -> None:
+        fp.write(head)
+        fp.flush()
+        os.kill(os.getpid(), signal.SIGTERM)
+        fp.write(json.dumps(data)[len(head):])
+
+    def fails() -> None:
+        raise RuntimeError("Connection closed by peer")
+
+    monkeypatch.setattr(error_handler.json, "dump", interrupted)
+    previous = signal.signal(signal.SIGTERM, ddp._stopped)
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)  # a rank has other threads, which take a signal this one holds
+    other.start()
+    try:
+        with pytest.raises(ddp.PeerLost):  # the SIGTERM is still handled, once the file is whole
+            record(fails, ddp._whole_error_file())()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        done.set()
+        other.join()
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(target))  # as torchrun's agent reads it
+    assert ddp._error_text(failure) == "RuntimeError: Connection closed by peer"
+    assert list(tmp_path.iterdir()) == [target]

@@ -235,6 +235,39 @@ def _leave_with(launcher: int) -> None:
     threading.Thread(target=watch, name="ddp-launcher", daemon=True).start()
 
 
+def _whole_error_file():
+    """torchrun's error handler, writing a rank's error file whole: the agent reads it as JSON, and a file cut short
+    (the agent's SIGTERM arriving mid-write, where this rank's handler raises PeerLost) failed the launcher with a
+    JSONDecodeError instead of naming the rank that died. Written under another name and renamed, with a SIGTERM
+    that comes meanwhile only noted, and raised again once the file is in place. (Blocking the signal would hold it
+    on this thread only; the rank's other threads would still take it.)"""
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    class WholeErrorFile(ErrorHandler):
+        _part: str | None = None
+
+        def _get_error_file_path(self) -> str | None:
+            return self._part or super()._get_error_file_path()
+
+        def record_exception(self, e: BaseException) -> None:
+            target = super()._get_error_file_path()
+            if target is None:
+                return super().record_exception(e)
+            came: list[int] = []
+            previous = signal.signal(signal.SIGTERM, lambda signum, frame: came.append(signum))
+            try:
+                self._part = f"{target}.part"
+                super().record_exception(e)
+                os.replace(self._part, target)
+            finally:
+                self._part = None
+                signal.signal(signal.SIGTERM, previous)
+            if came:
+                signal.raise_signal(signal.SIGTERM)
+
+    return WholeErrorFile()
+
+
 def _lost_peer(exc: BaseException) -> bool:
     """Whether `exc` says another rank went away rather than what this one did. Gloo reports a closed connection as
     a plain RuntimeError, so its text is the only sign."""
@@ -315,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         from torch.distributed.elastic.multiprocessing.errors import record  # writes the error file torchrun reads
 
         try:
-            return record(_rank_body)(args.root, args.run_id, args.launcher)
+            return record(_rank_body, _whole_error_file())(args.root, args.run_id, args.launcher)
         except PeerLost as exc:  # a consequence, recorded for torchrun: one line rather than a traceback
             print(f"[ddp] pid {os.getpid()} stopped: {exc}", flush=True)
             return 1
