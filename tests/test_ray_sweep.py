@@ -224,9 +224,10 @@ def test_the_cli_refuses_an_unreachable_cluster_with_exit_2_before_any_run(tiny_
     code = main(["sweep", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--margins", "0.1", "--engine",
                  "ray", "--address", address])
     assert code == 2 and time.monotonic() - t0 < ray_sweep.CONNECT_TIMEOUT_S
-    assert capsys.readouterr().err.strip() == (
+    err = capsys.readouterr().err  # beside the lines the module's cluster forwards from its workers (seen in CI)
+    assert [line for line in err.splitlines() if line.startswith("error")] == [
         f"error: Could not reach the Ray cluster at {address} (Connection refused); check that its head node runs "
-        "(`ray start --head`) and that this machine can reach that port.")
+        "(`ray start --head`) and that this machine can reach that port."] and "Traceback" not in err
     assert RunStore().list() == []
 
 
