@@ -263,7 +263,7 @@ def sweep_panel(recipe: Recipe, base: dict | None) -> None:
         if knob is None:
             st.caption(f"{recipe.title} has no margin to sweep.")
             return
-        name = knob.label.lower()
+        name = knob.phrase
         st.caption(f"Trains and evaluates one run per {name} (and seed) with the settings above in one background "
                    "sweep; mining and the reference evaluation happen once.")
         engine = "local"

@@ -432,7 +432,7 @@ def _train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distribute
     for owners in recipe_params().values():
         param = owners[0][1]
         if len({q.help for _r, q in owners}) > 1:  # e.g. the knob: a margin or a scale, its default per recipe
-            labels = "/".join(sorted({q.label.lower() for _r, q in owners}))
+            labels = "/".join(sorted({q.phrase for _r, q in owners}))
             text = f"the recipe's {labels}; defaults: " + ", ".join(f"{r.name} {q.default}" for r, q in owners)
         else:
             text = f"{param.help} [{', '.join(r.name for r, _q in owners)}]"

@@ -38,3 +38,16 @@ def test_defaults_and_where_a_run_ran_are_not_differences(tmp_path, tiny_model_d
     seeded = store.create("train", {**base, "seed": 3})
     differ = differences([store.get(i) for i in (implicit, explicit, seeded)])
     assert differ[implicit] == differ[explicit] == "seed 0" and differ[seeded] == "seed 3"
+
+
+def test_a_knob_keeps_the_case_of_its_symbols_in_labels(tmp_path, tiny_model_dir):
+    """RAOE's knob read 'rank margin i 2' (the whole label lowered); only a capitalised first word is lowered."""
+    from core.runs.labels import knob_text
+    from core.training.recipes import RECIPES
+
+    store = RunStore()
+    run = store.get(store.create("train", {"corpus": _pairs_file(tmp_path), "model": str(tiny_model_dir),
+                                           "recipe": "raoe", "interval": 4}))
+    assert knob_text(run) == "rank margin I 4"
+    assert RECIPES["raoe"].param("w_rank").phrase == "weight of L_rank"
+    assert RECIPES["triplet"].knob_param.phrase == "margin"

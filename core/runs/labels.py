@@ -39,7 +39,7 @@ def knob_value(config: dict) -> float | None:
 def knob_name(recipe: str) -> str | None:
     """What a recipe's knob is called in labels ('margin', 'scale'); None without one."""
     knob = RECIPES[recipe].knob_param if recipe in RECIPES else None
-    return knob.label.lower() if knob else None
+    return knob.phrase if knob else None
 
 
 def recipe_text(run: Run) -> str:
@@ -114,7 +114,7 @@ def shown_text(run: Run) -> str:
     recipe = RECIPES.get(run.config.get("recipe", ""))
     if recipe is None or run.kind == "sweep":
         return ""
-    return " · ".join(f"{recipe.param(name).label.lower()} {run.config.get(name, recipe.param(name).default)}"
+    return " · ".join(f"{recipe.param(name).phrase} {run.config.get(name, recipe.param(name).default)}"
                       for name in recipe.shown)
 
 

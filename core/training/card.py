@@ -111,7 +111,7 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
         f"- **Corpus:** {_code(corpus_name(cfg, result))}: {_corpus_text(corpus)}",
         *([f"- **Leakage:** {leak}"] if (leak := _leakage_text(corpus)) else []),
         f"- **Recipe:** {recipe.title} (`{cfg.recipe}`)"
-        + (f", {knob.label.lower()} = {settings[knob.name]}" if knob else ""),
+        + (f", {knob.phrase} = {settings[knob.name]}" if knob else ""),
     ]
     if "lists" in result:
         lists = result["lists"]

@@ -42,6 +42,13 @@ class Param:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def phrase(self) -> str:
+        """The label inside a sentence or a run label: only a capitalised first word is lowered, so symbols and
+        names keep their case ('rank margin I', 'weight of L_rank', 'ListMLE ...')."""
+        first, space, rest = self.label.partition(" ")
+        return (first.lower() if first[1:].islower() else first) + space + rest
+
     def _range(self) -> str:
         low, high = (None if b is None else str(int(b)) if float(b).is_integer() else f"{b:g}"
                      for b in (self.low, self.high))
