@@ -122,7 +122,9 @@ def test_pair_files_that_cannot_mean_what_they_say_are_refused_or_warned_of(df, 
         expected.append(f"STS Spearman is computed on only {n_target} {corpus.target_split} pairs, so its 95% "
                         "interval is wide")
     if same.any():
-        expected.append(f"{int(same.sum()):,} pairs have two identical texts (cosine 1 under any model).")
+        n = int(same.sum())
+        expected.append(f"{n:,} {'pair has' if n == 1 else 'pairs have'} two identical texts (cosine 1 under any "
+                        "model).")
     merged = len(np.unique(scores)) - len(np.unique(scores.astype(np.float32)))
     if merged:
         expected.append(f"{merged:,} distinct scores in 'score' become equal at float32 precision")

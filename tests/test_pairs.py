@@ -263,6 +263,9 @@ def test_a_target_split_of_identical_texts_is_refused_and_some_are_counted():
     few = table(100)
     few.loc[:2, "text2"] = few.loc[:2, "text1"]
     assert "3 pairs have two identical texts (cosine 1 under any model)." in pairs_of(few).report.warnings
+    one = table(100)
+    one.loc[0, "text2"] = one.loc[0, "text1"]
+    assert "1 pair has two identical texts (cosine 1 under any model)." in pairs_of(one).report.warnings
 
 
 @pytest.mark.parametrize("value", [1e39, -1e300])

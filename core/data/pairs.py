@@ -322,7 +322,9 @@ def _check_sameness(text1: np.ndarray, text2: np.ndarray, target: np.ndarray, ta
                         "texts, whose cosine is 1 under any model, so there is nothing to evaluate; check that "
                         "text1 and text2 name different columns.")
     if same.any():
-        warnings.append(f"{int(same.sum()):,} pairs have two identical texts (cosine 1 under any model).")
+        n = int(same.sum())
+        warnings.append(f"{n:,} {'pair has' if n == 1 else 'pairs have'} two identical texts (cosine 1 under any "
+                        "model).")
 
 
 def _clean_scores(series: pd.Series, col: str) -> np.ndarray:
