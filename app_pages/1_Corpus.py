@@ -211,9 +211,17 @@ def overlong_card(where, corpus) -> None:
                  help=f"Longer than the model's {too_long[1]} tokens; truncated when encoded.")
 
 
+CARDS_PER_ROW = 4  # seven in one row cut their labels short ("Leaked p...") even at 1,400 px
+
+
+def report_cards(n: int) -> list:
+    """`n` slots for the report's metric cards, in rows of at most CARDS_PER_ROW."""
+    return [slot for _ in range(0, n, CARDS_PER_ROW) for slot in st.columns(CARDS_PER_ROW)][:n]
+
+
 def show_report(corpus) -> None:
     report = corpus.report
-    cards = st.columns(6)
+    cards = report_cards(6)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
     cards[1].metric("Rows kept", f"{report.rows_kept:,}", border=True)
     cards[2].metric("Empty texts", f"{report.empty_dropped:,}", border=True, help="Rows dropped: no text.")
@@ -273,7 +281,7 @@ def _leak_example(example) -> str:
 def show_pair_report(corpus) -> None:
     report = corpus.report
     st.markdown(f"**Pair corpus**: {pair_summary(corpus)}")
-    cards = st.columns(7)
+    cards = report_cards(7)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
     cards[1].metric("Pairs kept", f"{report.rows_kept:,}", border=True,
                     help="Rows with both texts and a score or label; the line below says which of them are used.")
@@ -309,7 +317,7 @@ def leak_card(card, corpus, units: str, shares: str) -> None:
 def show_list_report(corpus) -> None:
     report = corpus.report
     st.markdown(f"**List corpus**: {list_summary(corpus)}")
-    cards = st.columns(7)
+    cards = report_cards(7)
     cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
     cards[1].metric("Lists kept", f"{report.lists_kept:,}", border=True)
     cards[2].metric("List sizes", size_range(*corpus.summary()["list_size"]), border=True,

@@ -131,6 +131,13 @@ def assert_no_errors(page) -> None:
     assert "Traceback" not in page.inner_text("body")
 
 
+def cut_metric_labels(page) -> list[str]:
+    """The metric cards whose label the page cuts short (an ellipsis: its text is wider than its box)."""
+    return page.evaluate("""() => [...document.querySelectorAll('[data-testid="stMetricLabel"]')]
+        .filter(label => [label, ...label.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+        .map(label => label.innerText.trim())""")
+
+
 def screenshot(page, name: str) -> Path:
     """A picture of the whole page: the viewport grows to the main area's height first."""
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
@@ -154,6 +161,7 @@ def test_home_and_corpus_evaluation(server, page):
     page.get_by_role("heading", name="Validation report · demo_corpus").wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
     wait_idle(page)
+    assert cut_metric_labels(page) == []  # the report's cards, at 1,400 px
     page.get_by_role("button", name="Run reference evaluation").click()
     page.locator('[data-testid="stMetricLabel"]', has_text="P@16").wait_for()
     page.locator('[data-testid="stMetricLabel"]', has_text="Linear probe accuracy").wait_for()
@@ -274,6 +282,7 @@ def test_pasted_list_corpus_is_reported_and_previewed_for_listmle(server, page):
     box.press("Control+Enter")
     page.get_by_text("12 lists, size 4, list file").first.wait_for()
     wait_idle(page)
+    assert cut_metric_labels(page) == []  # the list report's seven cards
     page.get_by_role("button", name="Run ordering evaluation").click()
     page.locator('[data-testid="stMetricLabel"]', has_text="Kendall tau").wait_for()
     wait_idle(page)
