@@ -272,7 +272,7 @@ def test_a_target_split_of_identical_texts_is_refused_and_some_are_counted():
 def test_scores_beyond_float32_are_refused(value):
     df = table(40)
     df.loc[5, "score"] = value
-    one_line_error(df, "1 scores in 'score' are beyond what float32 holds")
+    one_line_error(df, "1 score in 'score' is beyond what float32 holds")
 
 
 def test_scores_that_float32_merges_are_counted():

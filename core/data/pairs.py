@@ -282,7 +282,9 @@ def _check_float32(scores: np.ndarray, col: str, warnings: list[str]) -> None:
     would become infinite, so it is refused; distinct scores that float32 merges are counted in a warning."""
     big = np.abs(scores) > np.finfo(np.float32).max
     if big.any():
-        raise UserError(f"{int(big.sum()):,} scores in '{col}' are beyond what float32 holds (about ±3.4e38), "
+        n = int(big.sum())
+        raise UserError(f"{n:,} {'score' if n == 1 else 'scores'} in '{col}' {'is' if n == 1 else 'are'} beyond what "
+                        "float32 holds (about ±3.4e38), "
                         "which training would turn into infinities; rescale the column.")
     merged = len(np.unique(scores)) - len(np.unique(scores.astype(np.float32)))
     if merged:

@@ -33,8 +33,8 @@ def list_needs(cfg, corpus) -> str | None:
     if cfg.teacher == "score":
         return "listmle's teacher is a model: 'reference' or a model name or folder (lists carry no score column)."
     if corpus.kind != "labelled" and cfg.list_size != LIST_SIZE.default:
-        return (f"list_size sets how lists are built from a labelled corpus; {corpus.name}'s lists come from its "
-                f"{'list file' if corpus.kind == 'lists' else 'NLI labels'}, so leave list_size out.")
+        return (f"list_size sets how lists are built from a labelled corpus; this {corpus.kind[:-1]} corpus's lists "
+                f"come from its {'list file' if corpus.kind == 'lists' else 'NLI labels'}, so leave list_size out.")
     return None
 
 
