@@ -211,7 +211,7 @@ def overlong_card(where, corpus) -> None:
                  help=f"Longer than the model's {too_long[1]} tokens; truncated when encoded.")
 
 
-CARDS_PER_ROW = 4  # seven in one row cut their labels short ("Leaked p...") even at 1,400 px
+CARDS_PER_ROW = 4  # six or seven in one row cut labels short at 1,400 px ("Over-long te...")
 
 
 def report_cards(n: int) -> list:

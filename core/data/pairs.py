@@ -284,8 +284,7 @@ def _check_float32(scores: np.ndarray, col: str, warnings: list[str]) -> None:
     if big.any():
         n = int(big.sum())
         raise UserError(f"{n:,} {'score' if n == 1 else 'scores'} in '{col}' {'is' if n == 1 else 'are'} beyond what "
-                        "float32 holds (about ±3.4e38), "
-                        "which training would turn into infinities; rescale the column.")
+                        "float32 holds (about ±3.4e38), which training would turn into infinities; rescale the column.")
     merged = len(np.unique(scores)) - len(np.unique(scores.astype(np.float32)))
     if merged:
         warnings.append(f"{merged:,} distinct scores in '{col}' become equal at float32 precision, which training "

@@ -261,7 +261,7 @@ def _whole_error_file():
                 os.replace(self._part, target)
             finally:
                 self._part = None
-                signal.signal(signal.SIGTERM, previous)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
             if came:
                 signal.raise_signal(signal.SIGTERM)
 
