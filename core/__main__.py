@@ -1,4 +1,4 @@
-"""`python -m core ...`: the headless entry point (see core/cli.py)."""
+"""`python -m core ...`: the headless entry point (see core/cli/)."""
 
 import sys
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.cli import build_parser, main, train_config
+from core.cli import build_parser, main
+from core.cli.training import train_config
 from core.data.pairs import load_pairs
 from core.errors import UserError
 from core.losses.raoe import rank_pair_mask

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from core.cli import build_parser, main, train_config
+from core.cli import build_parser, main
+from core.cli.training import train_config
 from core.data.corpus import demo_corpus_path
 from core.errors import UserError
 from core.runs.store import RunStore

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import core.jobs.launch
-from core.cli import COMMANDS, follow, main
+from core.cli import COMMANDS, main
+from core.cli.training import follow
 from core.data.corpus import demo_corpus_path
 from core.runs.store import TMP_NAME, RunStore, pid_alive
 

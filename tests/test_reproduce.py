@@ -180,7 +180,7 @@ def test_the_page_starts_a_reproduction_in_the_background(stsb_dir, tiny_model_d
 
 
 def test_the_cli_bar_follows_the_arm_that_trains():
-    from core.cli import progress_run
+    from core.cli.training import progress_run
 
     store = RunStore()
     parent = store.create("reproduce", {"name": "raoe"})

@@ -69,7 +69,7 @@ def check_teacher(value: str) -> str:
     """A teacher setting normalised ('a, b' -> 'a,b'), or one line saying what is wrong: an empty name, a teacher
     named twice (it would weigh double in the mean), 'score' among models (a gold column is not averaged with
     cosines), or a file where a model is meant (a score CSV belongs in the corpus). Names are resolved to models
-    where the corpus is checked (core.cli)."""
+    where the corpus is checked (core.cli.training)."""
     names = teacher_names(value)
     if "" in names:
         raise UserError(f"teacher {shorten(value)} has an empty name: give one teacher, or several separated by "

@@ -1,0 +1,269 @@
+"""The commands that compute in this process: evaluate, layers, maps, compare, published."""
+
+from __future__ import annotations
+
+import sys
+
+from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, kind_of, kind_words, load_labelled, warn_corpus,
+                             warn_line)
+from core.errors import UserError, shorten
+from core.evaluation.headline import HEADLINE
+from core.models.loading import DEFAULT_MODEL, load_model
+from core.runs.store import RunStore
+
+
+def cmd_evaluate(args) -> dict:
+    """The reference evaluation of any corpus kind (core.evaluation.corpus_eval): P@k / S@k / kNN of labelled texts,
+    STS Spearman of pairs, ordering of lists."""
+    from core.data.kinds import KIND_NAMES, load_any
+    from core.evaluation.corpus_eval import evaluate_corpus
+    from core.evaluation.evaluate import EvalSettings
+
+    k = K_PARAM.parse(args.k)
+    discount = DISCOUNT.parse(args.discount)
+    kind = kind_of(args)
+    shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
+    if kind != "lists" and args.list_shape is not None:
+        raise UserError(f"--list-shape says what the order of {KIND_NAMES['lists']} states; "
+                        f"{kind_words(args, kind)}, so leave the flag out.")
+    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
+                      drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
+    warn_corpus(corpus)
+    model = load_model(args.model, args.device)
+    labelled = kind == "labelled"
+    reference = model if not labelled or args.reference in (None, args.model) else load_model(args.reference,
+                                                                                             args.device)
+    settings = EvalSettings(k=k, discount=discount, knn_metric=args.knn_metric)
+    bars = TqdmPhases()
+    try:
+        result = evaluate_corpus(model, reference, corpus, settings, progress=bars,
+                                 model_name=args.model or "all-MiniLM-L6-v2")
+    finally:
+        bars.close()
+    if labelled:
+        result["reference"] = args.reference or result["model"]
+        result["targets"] = corpus.target_split
+    _warn_interval(result)
+    from core.evaluation.published import published_values
+
+    published = published_values(corpus.fingerprint, warn=warn_line)  # stored with the corpus: `published`
+    return {**result, "published": published} if published else result
+
+
+def _warn_interval(result: dict) -> None:
+    """STS Spearman over fewer than FEW_SCORED_PAIRS pairs (fewer than MIN_SCORED_PAIRS are refused when the corpus
+    is read) on stderr with its own 95% interval, which the figure alone does not show."""
+    from core.data.pairs import FEW_SCORED_PAIRS
+
+    n, value = result.get("n_pairs"), result.get("sts_spearman")
+    if result.get("kind") != "pairs" or value is None or n is None or n >= FEW_SCORED_PAIRS:
+        return
+    print(f"warning: STS Spearman {value:.2f} is computed on only {n} {result['target_split']} pairs: its 95% "
+          f"interval, {_interval_text(result.get('sts_spearman_ci'))}, is wide; {FEW_SCORED_PAIRS} or more pairs "
+          "narrow it.", file=sys.stderr)
+
+
+def _interval_text(ci) -> str:
+    low, high = ci if ci else (None, None)
+    return "undefined" if low is None or high is None else f"{low:.1f} to {high:.1f}"
+
+
+def _published_text(r: dict, key: str, share: bool = False) -> str:
+    """" (published: 77.6)" beside a figure of evaluate's printout when the corpus has one stored, else ""; `share`:
+    an accuracy as the line prints it, a share with 3 decimals ("0.912"), not as the cards do ("91.2%")."""
+    value = (r.get("published") or {}).get(key)
+    if value is None:
+        return ""
+    shown = f"{value:.3f}" if share else next(m for m in HEADLINE if m.key == key).text(value)
+    return f" (published: {shown})"
+
+
+def cmd_published(args) -> dict:
+    """The published figures stored with a corpus (core.evaluation.published), by its fingerprint: listed, or one
+    set (--set METRIC=VALUE in the shown unit, --note its source) or removed (--remove METRIC)."""
+    from core.data.kinds import load_any
+    from core.evaluation.published import (
+        checked_metric,
+        checked_note,
+        checked_value,
+        published,
+        remove_published,
+        set_published,
+    )
+
+    if args.set is not None and args.remove is not None:
+        raise UserError("Give --set or --remove, not both.")
+    if args.note is not None and args.set is None:
+        raise UserError("--note is the source of a figure you --set METRIC=VALUE; give it with --set.")
+    if args.set is not None:  # checked before the corpus is read: a bad value answers at once
+        if "=" not in args.set:
+            raise UserError(f"--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got {shorten(args.set)}.")
+        key, value = (part.strip() for part in args.set.split("=", 1))
+        checked_value(key, value)
+        checked_note(args.note)
+    elif args.remove is not None:
+        checked_metric(args.remove)
+    kind = kind_of(args)
+    shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
+    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
+                      drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
+    action = None
+    if args.set is not None:
+        action = {"set": set_published(corpus.fingerprint, key, value, args.note, kind=corpus.kind,
+                                       warn=warn_line).label()}
+    elif args.remove is not None:
+        action = {"removed": remove_published(corpus.fingerprint, args.remove, warn=warn_line).label()}
+    figures = published(corpus.fingerprint, warn=warn_line)
+    return {"corpus": str(args.corpus), "kind": corpus.kind, "fingerprint": corpus.fingerprint, **(action or {}),
+            "published": {key: {"value": f.value, "shown": f.text(), "note": f.note} for key, f in figures.items()}}
+
+
+def cmd_layers(args) -> dict:
+    """kNN accuracy per layer; with --compare, also the run's model's and the linear CKA between the two."""
+    from core.evaluation.evaluate import EvalSettings, compare_layers, evaluate_layers
+    from core.runs.labels import run_reference
+
+    corpus = load_labelled(args, "Layer-wise kNN accuracy classifies texts by their label")
+    settings = EvalSettings(layer_metric=args.knn_metric)
+    run = _finished_run(args.compare) if args.compare is not None else None
+    name = args.model or (run_reference(run) if run is not None else DEFAULT_MODEL)
+    model = load_model(name, args.device)
+    bars = TqdmPhases()
+    try:
+        if run is None:
+            return {"model": name, "layers": evaluate_layers(model, corpus, settings, progress=bars)}
+        tuned = load_model(run.artefacts["model"], args.device)
+        return {"model": name, "run_id": run.id, "layers": compare_layers(model, tuned, corpus, settings, bars)}
+    finally:
+        bars.close()
+
+
+def cmd_maps(args) -> dict:
+    """The Maps page's maps (same code path and cache): the reference map, and with --run the run's fine-tuned map
+    started from it, written to --out as HTML, PNG and Parquet."""
+    from core.analysis.maps import MAX_POINTS, map_data, output_dir, write_maps
+    from core.analysis.projection import neighbours_kept
+    from core.runs.labels import run_reference
+
+    max_points = MAX_POINTS.parse(MAX_POINTS.default if args.max_points is None else args.max_points)
+    out = output_dir(args.out)
+    run = _finished_run(args.run) if args.run is not None else None
+    corpus = load_labelled(args, "Maps colour texts by their label")
+    reference = load_model(args.model or (run_reference(run) if run is not None else DEFAULT_MODEL), args.device)
+    tuned = load_model(run.artefacts["model"], args.device) if run is not None else None
+    bars = TqdmPhases()
+    try:
+        data = map_data(reference, tuned, corpus, args.method, max_points, progress=bars)
+    finally:
+        bars.close()
+    files = write_maps(data, out)
+    aligned = data.tuned_map is not None
+    return {"n_points": len(data), "seconds_reference": round(data.ref_seconds, 2),
+            "seconds_aligned": round(data.tuned_seconds, 2) if aligned else None,
+            "neighbours_kept": round(neighbours_kept(data.ref_map, data.tuned_map), 4) if aligned else None,
+            "method": args.method, "run_id": run.id if run is not None else None, "files": [str(f) for f in files]}
+
+
+def _finished_run(run_id: str):
+    """A run whose model can be loaded, or a UserError saying why not."""
+    run = RunStore().get(run_id)  # a UserError when there is none
+    if run.status != "done" or "model" not in run.artefacts:
+        raise UserError(f"Run {run_id} is {run.status} and has no model to compare; pick a finished training run.")
+    return run
+
+
+def _compared(store: RunStore, run_id: str):
+    """A run with figures to compare: a finished training run (its evaluation after training)."""
+    run = store.get(run_id)  # a UserError when there is none
+    if run.status != "done" or not run.metrics_after:
+        raise UserError(f"Run {run_id} is {run.status} and has no evaluation after training to compare; pick a "
+                        "finished training run (python -m core runs lists them).")
+    return run
+
+
+def cmd_compare(args) -> dict:
+    """Paired differences, run B - run A, of every figure both runs report on the same test items, with their 95%
+    intervals and p-values (core.evaluation.paired); one run: its figures after training - before."""
+    from core.evaluation.paired import compare
+
+    store = RunStore()
+    a = _compared(store, args.run_a)
+    if args.run_b is None:
+        before, after, names = a.before or {}, a.metrics_after, (f"{a.id} before", f"{a.id} after")
+    else:
+        b = _compared(store, args.run_b)
+        before, after, names = a.metrics_after, b.metrics_after, (a.id, b.id)
+    diffs, notes = compare(before, after)
+    if not diffs and not notes:
+        raise UserError(f"{names[0]} and {names[1]} report no figure in common (one is a labelled-text run, the "
+                        "other a pair or list run?); compare runs on the same corpus.")
+    return {"a": names[0], "b": names[1], "metrics": [d.as_dict() for d in diffs], "notes": notes}
+
+
+def print_evaluate(r: dict) -> None:
+    if r["kind"] == "lists":
+        print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} "
+              f"{r['list_shape']} lists)")
+        print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%{_published_text(r, 'ordering_accuracy')}   "
+              f"Kendall tau {r['kendall_tau']:.3f}{_published_text(r, 'kendall_tau')}")
+        return
+    if r["kind"] == "pairs":
+        print(f"pair corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_pairs']} pairs)")
+        value = r["sts_spearman"]
+        print("no score column, so no STS Spearman" if value is None else
+              f"STS Spearman x100 {value:.2f} (95% CI {_interval_text(r.get('sts_spearman_ci'))})"
+              f"{_published_text(r, 'sts_spearman')}")
+        return
+    print(f"model {r['model']}  (S judged by {r['reference']}; targets: {r['targets']}, n={r['n_queries']}, "
+          f"pool={r['n_pool']})")
+    print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f}){_published_text(r, 'polarity')}   "
+          f"S@{r['k']} {r['similarity']:.1f} (sd {r['similarity_sd']:.1f}){_published_text(r, 'similarity')}   "
+          f"rank discount {r['discount']}")
+    print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})"
+          f"{_published_text(r, 'knn_accuracy', True)}   "
+          f"linear probe {r.get('linear_accuracy', float('nan')):.3f}{_published_text(r, 'linear_accuracy', True)}")
+
+
+def print_published(r: dict) -> None:
+    metric = {m.key: m for m in HEADLINE}
+    for verb in ("set", "removed"):
+        if verb in r:
+            print(f"{'stored' if verb == 'set' else 'removed'}: {r[verb]}")
+    where = f"{r['corpus']} ({r['kind']}, fingerprint {r['fingerprint']})"
+    if not r["published"]:
+        print(f"no published figures for {where}; add one with --set METRIC=VALUE --note SOURCE")
+        return
+    print(f"published figures for {where}:")
+    for key, f in r["published"].items():
+        print(f"  {metric[key].short.format(k='k'):<18} {f['shown']}" + (f"  ({f['note']})" if f["note"] else ""))
+
+
+def print_layers(r: dict) -> None:
+    print(f"model {r['model']}" + (f" vs run {r['run_id']}" if "run_id" in r else ""))
+    for row in r["layers"]:
+        line = f"layer {row['layer']:>2}  kNN accuracy {row['knn_accuracy']:.3f}"
+        if "cka" in row:
+            line += f"  fine-tuned {row['knn_accuracy_tuned']:.3f}  CKA {row['cka']:.3f}"
+        print(line)
+
+
+def print_maps(r: dict) -> None:
+    print(f"{r['n_points']:,} texts; reference map {r['seconds_reference']:.1f} s"
+          + (f", fine-tuned map {r['seconds_aligned']:.1f} s (keeps {r['neighbours_kept']:.1%} of each point's 10 "
+             f"nearest map neighbours)" if r["seconds_aligned"] is not None else ""))
+    for path in r["files"]:
+        print(path)
+
+
+def print_compare(r: dict) -> None:
+    from core.evaluation.headline import HEADLINE, p_text
+
+    metric = {m.key: m for m in HEADLINE}
+    print(f"b = {r['b']}, a = {r['a']}; b - a with its paired 95% interval (bootstrap over the test items)")
+    for d in r["metrics"]:
+        m = metric[d["name"]]
+        extra = "" if d["mcnemar_p"] is None else f" (McNemar {p_text(d['mcnemar_p'])})"
+        print(f"  {m.short.format(k=16):<18} {m.text(d['a'])} -> {m.text(d['b'])}  "
+              f"{m.difference_text(d['delta'], d['ci_low'], d['ci_high'], d['p_value'])}{extra}  n = {d['n']}")
+    for note in r["notes"]:
+        print(f"  not compared: {note}")

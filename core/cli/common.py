@@ -1,0 +1,142 @@
+"""What the commands share: exit codes, the corpus flags, the corpus report's warnings on stderr, progress bars."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from tqdm import tqdm
+
+from core.errors import UserError, shorten
+from core.training.config import GENERAL_PARAMS
+from core.training.params import Param
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C (128 + SIGINT)
+K_PARAM = dataclasses.replace(GENERAL_PARAMS["eval_k"], name="k")  # evaluate --k: a run's eval_k, by its flag's name
+DISCOUNT = GENERAL_PARAMS["discount"]  # evaluate --discount: a run's, by the same name
+LIST_SHAPE = GENERAL_PARAMS["list_shape"]  # evaluate --list-shape: a run's, by the same name
+DROP_LEAKED_HELP = GENERAL_PARAMS["drop_leaked"].help  # --drop-leaked of the commands without a run's flags
+
+
+class TqdmPhases:
+    """A PhaseProgress that opens one tqdm bar per phase label on stderr."""
+
+    def __init__(self) -> None:
+        self.label: str | None = None
+        self.bar = None
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if label != self.label:
+            self.close()
+            self.label = label
+            self.bar = tqdm(total=total, desc=label, file=sys.stderr, leave=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.bar, self.label = None, None
+
+
+def corpus_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("corpus", help="CSV / TSV / JSONL / Parquet file: labelled texts (text, label), pairs (text1, "
+                   "text2, score or label) or ranked lists (list_id, rank, text)")
+    p.add_argument("--text-col")
+    p.add_argument("--label-col")
+    p.add_argument("--split-col")
+    p.add_argument("--kind", default=None, metavar="labelled|pairs|lists", help="read the file as this kind of "
+                   "corpus whatever its column names suggest, e.g. --kind labelled --text-col text1 --label-col score "
+                   "(default: from the column names)")
+    p.add_argument("--model", default=None, help="local directory, packaged name or hub id (default all-MiniLM-L6-v2)")
+    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: best available)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def leak_arg(p: argparse.ArgumentParser) -> None:
+    """--drop-leaked, for the commands that read the corpus in this process (a run's worker reads its config)."""
+    p.add_argument("--drop-leaked", action="store_true", help=DROP_LEAKED_HELP)
+
+
+def warn_corpus(corpus) -> None:
+    """The corpus report's warnings (Latin-1 fallback, long texts, duplicates, unused split values) on stderr, as
+    the Corpus page shows them: a headless run must not change what it reads without saying so either. Leakage,
+    of every corpus kind, is said here, in the CLI's words (the page offers a checkbox): the target items that are
+    also training items, then (pairs and lists) those that only share a text with training items."""
+    for warning in corpus.report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    report = corpus.report
+    if report.leaked:
+        what = f"{corpus.leakage()} (e.g. {', '.join(map(quoted, report.leaked_examples))})"
+        if report.leaked_dropped:
+            print(f"warning: {what}; dropped from the {corpus.target_split} split (--drop-leaked).", file=sys.stderr)
+        else:
+            print(f"warning: {what}, so a model can score them by memory; --drop-leaked drops them.", file=sys.stderr)
+    sharing = corpus.sharing() if corpus.kind != "labelled" else ""
+    if sharing:
+        others = report.shared - report.leaked
+        scope = (f"only the {report.leaked:,} exact repeat{'s' if report.leaked > 1 else ''}, not the {others:,} "
+                 f"other{'s' if others > 1 else ''}" if report.leaked
+                 else "only exact repeats, of which there are none")
+        print(f"warning: {sharing} (e.g. {', '.join(map(quoted, report.shared_examples))}), so a model may score "
+              f"them partly by memory; --drop-leaked drops {scope}.", file=sys.stderr)
+
+
+def quoted(example) -> str:
+    """A leaked text, or a leaked pair as 'text1' / 'text2', quoted and cut to one line."""
+    return shorten(example, 60) if isinstance(example, str) else " / ".join(shorten(t, 40) for t in example)
+
+
+def kind_of(args) -> str:
+    """The corpus kind `args.corpus` is read as: --kind when given (checked), else the one its columns say."""
+    from core.data.kinds import checked_kind, corpus_kind
+
+    return checked_kind(args.kind) or corpus_kind(args.corpus)
+
+
+def kind_words(args, kind: str) -> str:
+    """"data.csv is a pair corpus (...)", or "--kind pairs reads data.csv as a pair corpus (...)" when forced."""
+    from core.data.kinds import KIND_NAMES
+
+    if args.kind:
+        return f"--kind {kind} reads {args.corpus} as {KIND_NAMES[kind]}"
+    return f"{args.corpus} is {KIND_NAMES[kind]}"
+
+
+def load_labelled(args, why: str):
+    """The labelled corpus `args.corpus` holds; a pair or list file is refused whatever columns are named (naming
+    a --label-col must not turn a list's rank into a class). `why` says what needs the labels."""
+    from core.data.corpus import load_corpus
+    from core.data.kinds import KIND_NAMES
+
+    kind = kind_of(args)
+    if kind != "labelled":
+        raise UserError(f"{why}, so they need {KIND_NAMES['labelled']}; {kind_words(args, kind)}.")
+    corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
+                         drop_leaked=args.drop_leaked)
+    warn_corpus(corpus)
+    return corpus
+
+
+def warn_line(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def add_flag(p: argparse.ArgumentParser, param: Param, help: str) -> None:
+    """One flag per setting; values stay strings so TrainConfig parses them (a bad one exits 2 with one line). A
+    setting's help is plain text, so its '%' is escaped for argparse, which reads it as a format."""
+    help = help.replace("%", "%%")
+    if param.type is bool:
+        p.add_argument(param.flag, action="store_true", default=None, help=help)
+    else:
+        choices = f" ({'/'.join(param.choices)})" if param.choices else ""
+        p.add_argument(param.flag, default=None, metavar=param.type.__name__.upper(), help=help + choices)
+
+
+class RunFailed(Exception):
+    """A run ended failed: exit 2 when its cause was the user's input, 1 for a crash."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,43 @@
+"""The commands over recorded runs: runs, export."""
+
+from __future__ import annotations
+
+from core.evaluation.headline import HEADLINE
+from core.runs.labels import knob_value, shown_text
+from core.runs.store import RunStore
+
+
+def cmd_runs(args) -> dict:
+    """Every run, those whose process is gone marked failed first (as the Runs page does)."""
+    store = RunStore()
+    store.reap_orphans()
+    return {"runs": [
+        {"run_id": r.id, "kind": r.kind, "status": r.status, "recipe": r.config.get("recipe"),
+         "margin": knob_value(r.config), "settings": shown_text(r), "sweep_id": r.sweep_id, "after": r.metrics_after,
+         "error": r.error}
+        for r in store.list(with_losses=False)]}
+
+
+def cmd_export(args) -> dict:
+    from core.runs.export import export_run
+
+    return export_run(RunStore(), args.run_id, args.out, embeddings=not args.no_embeddings)
+
+
+def _headline_text(metrics: dict) -> str:
+    """The headline figures a result holds (P and S, STS Spearman, ordering), as the pages show them."""
+    return "  ".join(f"{m.short.format(k=metrics.get('k', 16))} {m.text(metrics[m.key])}" for m in HEADLINE
+                     if m.key in ("polarity", "similarity", "sts_spearman", "ordering_accuracy", "kendall_tau")
+                     and isinstance(metrics.get(m.key), (int, float)))
+
+
+def print_runs(r: dict) -> None:
+    for c in r["runs"]:
+        scores = _headline_text(c.get("after") or {})
+        print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
+              f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}"
+              + (f"  {c['settings']}" if c.get("settings") else ""))
+
+
+def print_export(r: dict) -> None:
+    print(f"exported to {r['dir']}: " + ", ".join(r["files"]))

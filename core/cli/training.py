@@ -1,0 +1,328 @@
+"""The commands that start a run in a background worker and follow it: train, quick, crop, sweep, reproduce."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from tqdm import tqdm
+
+from core.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_flag, kind_of, kind_words, warn_corpus
+from core.errors import UserError
+from core.evaluation.headline import HEADLINE
+from core.jobs import ddp, launch
+from core.jobs.sweep import SEEDS, cancel, check_engine, sweep_config
+from core.models.loading import DEFAULT_MODEL, resolve_model
+from core.reproduce.report import table_text
+from core.runs.labels import knob_value
+from core.runs.store import PARENT_KINDS, RunStore
+from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, for_recipe
+from core.training.eta import fmt_seconds
+from core.training.raoe import self_distillation_note, teacher_names
+from core.training.recipes import get_recipe, recipe_params
+
+WORLD = ("nproc", "nnodes")  # the general settings of a run over several processes (core.jobs.ddp)
+
+
+def train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distributed: bool = True) -> None:
+    """Flags from the general settings and every recipe's own (a flag the chosen recipe lacks is refused); with
+    `distributed`, the process count and the rendezvous of a run over several machines too."""
+    p.add_argument("corpus", nargs="?", help="corpus file (optional with --config; not needed with --node-rank > 0)")
+    p.add_argument("--config", help="a saved run config (YAML or JSON); flags given here override it")
+    for param in GENERAL:
+        if param.name != "corpus" and (with_recipe or param.name != "recipe") and (distributed
+                                                                                   or param.name not in WORLD):
+            add_flag(p, param, param.help)
+    if distributed:
+        for param in (ddp.NODE_RANK, ddp.MASTER_ADDR, ddp.MASTER_PORT):
+            help = param.help + (" Over several machines: start node 0 (which creates the run and shows its "
+                                 "progress) and, on each other machine, the same command with its --node-rank; those "
+                                 "take their settings from node 0." if param is ddp.NODE_RANK else "")
+            add_flag(p, param, help)
+    for owners in recipe_params().values():
+        param = owners[0][1]
+        if len({q.help for _r, q in owners}) > 1:  # e.g. the knob: a margin or a scale, its default per recipe
+            labels = "/".join(sorted({q.phrase for _r, q in owners}))
+            text = f"the recipe's {labels}; defaults: " + ", ".join(f"{r.name} {q.default}" for r, q in owners)
+        else:
+            text = f"{param.help} [{', '.join(r.name for r, _q in owners)}]"
+        add_flag(p, param, text)
+    p.add_argument("--out", help="export the finished model (and its card, config, embeddings) into this folder")
+    p.add_argument("--json", action="store_true")
+
+
+def train_config(args, overrides: dict | None = None) -> dict:
+    """Config file first, then CLI flags, then command-specific overrides; validated by TrainConfig."""
+    names = [p.name for p in GENERAL] + list(recipe_params())
+    settings = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    settings.update(overrides or {})
+    data = _config_file(args, settings, warn=True) if args.config else {}
+    if data and settings.get("recipe", data["recipe"]) != data["recipe"]:
+        data = for_recipe(data, settings["recipe"])  # the file's other recipe's settings do not carry over
+    data.update(settings)
+    if not data.get("corpus"):
+        raise UserError("Name a corpus file (or a --config that has one).")
+    cfg = TrainConfig.from_dict(data)
+    corpus = _check_inputs(cfg)
+    if corpus.kind == "labelled":  # the columns as detected, as the pages store them: runs compare column by column
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), "text_col": corpus.columns.text,
+                                     "label_col": corpus.columns.label, "split_col": corpus.columns.split})
+    return cfg.to_dict()
+
+
+def _config_file(args, given: dict, warn: bool = False) -> dict:
+    """The --config file's settings. A file it names by name and checksum (an export's config.yaml) is found on this
+    machine or taken from the command line (`given`: the corpus argument, --sts-corpus, --documents); with `warn`, a
+    given file whose checksum differs is said on stderr."""
+    from core.training.config import file_settings
+
+    files = {name: given[name] for name in file_settings() if given.get(name)}
+    say = (lambda text: print(f"warning: {text}", file=sys.stderr)) if warn else None
+    return TrainConfig.from_file(args.config, files, say).to_dict()
+
+
+def _check_inputs(cfg):
+    """Check the corpus and model names before a worker is spawned, so bad input exits 2 at once; returns the
+    corpus."""
+    from core.data.kinds import load_any
+    from core.data.pairs import load_pairs
+
+    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
+                      drop_leaked=cfg.drop_leaked, list_shape=cfg.list_shape)
+    warn_corpus(corpus)
+    get_recipe(cfg.recipe).check_corpus(cfg, corpus)
+    sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
+    if sts is not None and sts.columns.score is None:
+        raise UserError(f"sts_corpus {cfg.sts_corpus} has no score column to correlate with.")
+    for warning in sts.report.warnings if sts is not None else ():
+        print(f"warning: sts_corpus {cfg.sts_corpus}: {warning}", file=sys.stderr)
+    teacher = getattr(cfg, "teacher", None)
+    for name in (cfg.model, cfg.reference, *teacher_names(teacher or "")):
+        if name and name not in ("reference", "score"):
+            resolve_model(name)
+    note = teacher and self_distillation_note(teacher, cfg.model, cfg.reference)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return corpus
+
+
+def progress_run(store, run) -> tuple[object, str]:
+    """(the run whose progress the bar shows, a prefix for its phase): a sweep's or reproduction's current child
+    while one trains, so its steps and time left show, not just "configuration 2/4"; else the run itself."""
+    child_id = run.progress.get("current_run")
+    if run.kind not in PARENT_KINDS or not run.active or not child_id:
+        return run, ""
+    try:
+        child = store.get(child_id)
+    except UserError:  # deleted meanwhile: the parent's own phase still says where it is
+        return run, ""
+    return (child, f"{run.progress.get('phase')} · ") if child.active else (run, "")
+
+
+def follow(store, run_id: str, start: bool = True) -> object:
+    """Start the run's worker process (unless `start` is False: it was started already) and show its progress
+    until it ends (a dead worker ends it as failed, see launch.poll); Ctrl-C cancels it."""
+    if start:
+        launch.start(store, run_id)
+    bar, phase = None, None
+    try:
+        while True:
+            run = launch.poll(store, run_id)
+            shown, prefix = progress_run(store, run)
+            prog = shown.progress
+            if prefix + (prog.get("phase") or "") != phase:
+                if bar is not None:
+                    bar.close()
+                phase = prefix + (prog.get("phase") or "")
+                bar = tqdm(total=prog.get("total") or 0, desc=phase, file=sys.stderr, leave=False)
+            if bar is not None and prog.get("total"):
+                bar.total = prog["total"]
+                bar.n = prog.get("step", 0)
+                loss = shown.losses[-1]["loss"] if shown.losses else None
+                bar.set_postfix_str(", ".join(
+                    ([f"loss {loss:.4f}"] if loss is not None else [])
+                    + ([f"about {fmt_seconds(max(prog['eta_s'], 1))} left"] if prog.get("eta_s") is not None
+                       else [])), refresh=True)
+            if run.status in ("done", "failed", "cancelled"):
+                return run
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("cancelling...", file=sys.stderr)
+        cancel(store, run_id)
+        while (run := launch.poll(store, run_id)).active:
+            time.sleep(0.5)
+        return run
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _finish_run(store, run, args) -> dict:
+    if run.status == "failed":
+        code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
+        raise RunFailed(code, f"run {run.id} failed: {run.error} (log: {store.run_dir(run.id) / 'worker.log'})")
+    result = {"run_id": run.id, "status": run.status, "model_path": run.artefacts.get("model"),
+              "before": run.before, "after": run.metrics_after,
+              "timings": (run.progress.get("summary") or {}).get("timings")}
+    if run.status == "done" and args.out:
+        from core.runs.export import export_run
+
+        result["export"] = export_run(store, run.id, args.out)
+    return result
+
+
+def cmd_train(args, overrides: dict | None = None) -> dict:
+    """A run in a background worker, or over several processes its DDP launcher (core.jobs.ddp); on a machine other
+    than node 0 (--node-rank > 0) no run: this machine's processes, which take their settings from node 0."""
+    nproc, nnodes = _world(args)  # the launch flags first: a bad one answers before the corpus is read
+    meet = ddp.rendezvous(nnodes, args.node_rank, args.master_addr, args.master_port)
+    if meet is not None and meet.node_rank > 0:
+        return _follow_node(nproc, nnodes, meet)
+    store = RunStore()
+    run_id = store.create("train", train_config(args, overrides))
+    if meet is not None:  # node 0 of a run over several machines: its launcher meets the others there
+        launch.start(store, run_id, meet)
+    return _finish_run(store, follow(store, run_id, start=meet is None), args)
+
+
+def _world(args) -> tuple[int, int]:
+    """nproc and nnodes as the run will have them: the flags, else the --config file's, else 1."""
+    data = _config_file(args, vars(args)) if args.config else {}
+    return tuple(GENERAL_PARAMS[name].parse(getattr(args, name) if getattr(args, name) is not None
+                                            else data.get(name, 1)) for name in WORLD)
+
+
+def _follow_node(nproc: int, nnodes: int, meet: ddp.Rendezvous) -> dict:
+    """This machine's share of a run over several: its processes in the foreground until the run ends."""
+    status, cause = ddp.launch(nproc, nnodes, meet)
+    if status == "stopped":
+        raise RunFailed(EXIT_INTERRUPTED, f"node {meet.node_rank} {cause}; the run fails on the other nodes")
+    if status == "failed":
+        raise RunFailed(1, f"node {meet.node_rank}: {cause}")
+    return {"node_rank": meet.node_rank, "status": status}
+
+
+def cmd_quick(args) -> dict:
+    """The Trade-off page's quick margin point: a triplet run with the quick budget (top layers only unless
+    --full), reused when one exists; `seconds` is the wall time from this call to the evaluated point."""
+    from core.data.kinds import KIND_NAMES, corpus_kind
+    from core.jobs import standby
+    from core.jobs.quick import QUICK_RECIPE, find_quick, quick_config, quick_run
+
+    t0 = time.monotonic()
+    kind = kind_of(args)
+    if kind != "labelled":
+        raise UserError(f"The quick margin point (the Trade-off page's margin slider) trains on a labelled corpus "
+                        f"(text, label); {kind_words(args, kind)}: train one of its recipes with "
+                        "`python -m core train`.")
+    if args.kind and (detected := corpus_kind(args.corpus)) != kind:  # a run's config has no kind to force
+        raise UserError(f"The quick run's worker reads {args.corpus} by its column names, as {KIND_NAMES[detected]}, "
+                        f"so --kind {kind} cannot apply to it; give the file a text and a label column instead.")
+    margin = get_recipe(QUICK_RECIPE).knob_param.parse(args.margin)
+    base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": QUICK_RECIPE,
+            "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device,
+            "drop_leaked": args.drop_leaked}
+    config = quick_config({k: v for k, v in base.items() if v is not None}, margin, full=args.full)
+    _check_inputs(TrainConfig.from_dict(config))
+    store = RunStore()
+    existing = find_quick(store, config)
+    start = "existing run" if existing else "warm standby" if standby.waiting(store) else "new worker"
+    run_id = existing or quick_run(store, config, margin, full=args.full)
+    run = follow(store, run_id, start=False)
+    result = _finish_run(store, run, args)
+    layers = f"top-{config['top_layers']} quick" if config["top_layers"] else "quick, all layers"
+    return {"run_id": run.id, "status": run.status, "seconds": round(time.monotonic() - t0, 2),
+            "mode": f"{layers}, {start}", "before": result["before"], "after": result["after"],
+            "timings": result["timings"]}
+
+
+def cmd_crop(args) -> dict:
+    """A self-supervised run; its budget defaults (batch, lr) are the recipe's, --batches bounds the run."""
+    overrides = {"recipe": args.augmentation}
+    if args.batches:
+        overrides["max_steps"] = args.batches
+    return cmd_train(args, overrides)
+
+
+def cmd_sweep(args) -> dict:
+    from core.jobs.ray_sweep import reachable
+
+    seeds = SEEDS.parse(args.seeds)  # before the corpus is read: a bad count answers at once
+    # so do a bad engine or address and a cluster nothing listens at (exit 2), which the worker would find only later
+    _engine, address = check_engine(args.engine, args.address)
+    if address not in (None, "auto"):
+        reachable(address)
+    base = train_config(args)
+    recipes = [r.strip() for r in (args.recipes or base["recipe"]).split(",") if r.strip()]
+    knob = get_recipe(recipes[0]).knob_param if recipes else None
+    if knob is None:
+        raise UserError(f"Recipe {', '.join(recipes) or '(none)'} has no margin or scale to sweep.")
+    margins = knob.parse_list(args.margins)
+    store = RunStore()
+    sweep_id = store.create("sweep", sweep_config(base, recipes, margins, seeds, engine=args.engine,
+                                                  address=args.address))
+    run = follow(store, sweep_id)
+    if run.status == "failed":  # exit 2 when the cause was the user's input (an address Ray cannot connect to)
+        code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
+        raise RunFailed(code, f"sweep {sweep_id} failed: {run.error}")
+    children = sorted(store.list(sweep_id=sweep_id, with_losses=False), key=lambda r: r.created)
+    return {"sweep_id": sweep_id, "status": run.status, "runs": [
+        {"run_id": c.id, "recipe": c.config["recipe"], "margin": knob_value(c.config), "seed": c.config.get("seed"),
+         "status": c.status, "before": c.before, "after": c.metrics_after} for c in children]}
+
+
+def cmd_reproduce(args) -> dict:
+    """A seed's headline experiment (core.reproduce) as a run whose arms are child runs; its rows as the result."""
+    from core.reproduce.job import reproduction_config
+
+    store = RunStore()
+    run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, args.model))
+    run = follow(store, run_id)
+    if run.status == "failed":
+        code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
+        log = store.run_dir(run.id) / "worker.log"
+        raise RunFailed(code, f"reproduction {run.id} failed: {run.error} (log: {log})")
+    if run.status != "done":
+        raise RunFailed(EXIT_INTERRUPTED, f"reproduction {run.id} was {run.status}")
+    after = run.metrics_after or {}
+    return {"run_id": run.id, **{key: after.get(key) for key in ("name", "quick", "model", "rows", "runs")}}
+
+
+def print_train(r: dict) -> None:
+    if "node_rank" in r:  # a follower node: the run and its results are node 0's
+        print(f"node {r['node_rank']}: {r['status']} (the run's results are on node 0)")
+        return
+    print(f"run {r['run_id']}: {r['status']}")
+    if r.get("model_path"):
+        print(f"model: {r['model_path']}")
+    for name in ("before", "after"):
+        m = r.get(name)
+        if m:
+            shown = [f"{metric.short.format(k=m.get('k', 'k'))} {metric.text(m[metric.key])}"
+                     for metric in HEADLINE if m.get(metric.key) is not None]
+            print(f"{name:>6}: " + "  ".join(shown))
+    if r.get("timings"):
+        print("timings: " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {seconds:.1f} s"
+                                      for name, seconds in r["timings"].items()))
+    if r.get("export"):
+        print(f"exported to {r['export']['dir']}")
+
+
+def print_quick(r: dict) -> None:
+    done = r.get("status", "done") == "done"
+    print_train({**r, "status": f"done in {r['seconds']:.1f} s ({r['mode']})" if done else r["status"]})
+
+
+def print_sweep(r: dict) -> None:
+    print(f"sweep {r['sweep_id']}: {r['status']}")
+    for c in r["runs"]:
+        after = c.get("after") or {}
+        scores = f"P {after['polarity']:.1f}  S {after['similarity']:.1f}" if after else ""
+        print(f"  {c['run_id']}  {c['recipe']:<18} margin {c['margin']!s:<6} seed {c['seed']!s:<4} {c['status']:<9} "
+              f"{scores}")
+
+
+def print_reproduce(r: dict) -> None:
+    print(f"reproduction {r['name']}{' (--quick)' if r['quick'] else ''}: run {r['run_id']}")
+    print(table_text(r["rows"]))
