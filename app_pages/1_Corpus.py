@@ -31,6 +31,7 @@ from ui.corpus_view import (
 )
 from ui.layout import escaped, literal
 from ui.per_class_view import per_class_results
+from ui.run_panel import interval_caption
 from ui.state import Table
 
 SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
@@ -368,9 +369,8 @@ def show_sts_evaluation(corpus) -> None:
                                                                         model_name=model_name))
     if r is not None:
         st.columns(4)[0].metric("STS Spearman", f"{r['sts_spearman']:.1f}", border=True,
-                                help=f"Over {r['n_pairs']:,} {r['target_split']} pairs"
-                                     + ("; 95% interval {:.1f} to {:.1f}.".format(*r["sts_spearman_ci"])
-                                        if None not in (r.get("sts_spearman_ci") or [None]) else "."))
+                                help=f"Over {r['n_pairs']:,} {r['target_split']} pairs.")
+        interval_caption(r)
 
 
 def show_list_evaluation(corpus) -> None:
@@ -387,6 +387,7 @@ def show_list_evaluation(corpus) -> None:
         for card, (key, metric) in zip(st.columns(4), ORDERING.items()):
             card.metric(metric.short, metric.text(r[key]), border=True,
                         help=f"Over {r['n_lists']:,} {r['target_split']} lists.")
+        interval_caption(r)
 
 
 def show_evaluation(corpus) -> None:
@@ -407,6 +408,7 @@ def show_evaluation(corpus) -> None:
                          f"({SETTINGS.knn_metric} distance).")
     cards[3].metric("Linear probe accuracy", f"{100 * r['linear_accuracy']:.1f}%", border=True,
                     help="Logistic regression trained on the frozen training embeddings.")
+    interval_caption(r)
     st.caption(f"Standard deviation over {r['n_queries']:,} targets: P {r['polarity_sd']:.1f}, "
                f"S {r['similarity_sd']:.1f} · pool of {r['n_pool']:,} training texts")
     st.markdown("**Per class**")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,9 @@ def test_corpus_page_reports_charts_and_evaluates_once(corpus_page, monkeypatch)
     cards = metrics(at)
     assert {"P@16", "S@16", "kNN accuracy (k=10)", "Linear probe accuracy"} <= cards.keys()
     assert 0 <= float(cards["P@16"]) <= 100
+    line = next(c.value for c in at.caption if c.value.startswith("95% intervals: "))
+    assert re.fullmatch(r"95% intervals: P@16 [\d.]+–[\d.]+ · S@16 [\d.]+–[\d.]+ · kNN accuracy [\d.]+–[\d.]+% · "
+                        r"Linear probe [\d.]+–[\d.]+%\.", line), line  # a CI beside every figure (issue 25)
 
     at.run()  # a rerun shows the cached result: no button, no second evaluation
     assert "P@16" in metrics(at) and "Run reference evaluation" not in [b.label for b in at.button]

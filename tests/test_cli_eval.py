@@ -21,6 +21,17 @@ def test_evaluate_json(tiny_model_dir, capsys):
     assert out["n_pool"] == min(5 * out["n_queries"], 746)
     # the model is its own reference: S is the mean reference cosine of what it retrieved
     assert out["similarity"] > 50
+    # issue 25: `<metric>_ci` beside every figure; P@k's and S@k's are the bootstrap kept under "uncertainty"
+    for key in ("polarity", "similarity", "knn_accuracy", "linear_accuracy"):
+        low, high = out[f"{key}_ci"]
+        assert low <= out[key] <= high, key
+    assert out["polarity_ci"] == out["uncertainty"]["polarity_ci"]
+
+
+def test_evaluate_prints_each_figures_interval(tiny_model_dir, capsys):
+    assert main(["evaluate", str(demo_corpus_path()), "--model", str(tiny_model_dir)]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("95% intervals: P@16 ") and "· Linear probe " in line, line
 
 
 def test_evaluate_reference_changes_similarity_only(tiny_model_dir, tmp_path, capsys):

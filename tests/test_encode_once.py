@@ -212,3 +212,29 @@ def test_intervals_of_shares_and_correlations_follow_their_textbook_forms():
     assert all(math.isnan(v) for v in spearman_ci(80.0, 3))
     assert with_intervals({"sts_spearman": 50.0}, 3)["sts_spearman_ci"] == [None, None]  # JSON: null, not NaN
     assert "ordering_accuracy_ci" in with_intervals({"ordering_accuracy": 0.4, "n_lists": 20}, 0)
+
+
+
+def test_every_headline_figure_gets_its_interval_and_one_reader_finds_it():
+    """Issue 25: `<metric>_ci` beside each figure (the linear probe's and Kendall tau's were missing, P@k's and S@k's
+    only under "uncertainty"); figure_interval reads a result stored either way."""
+    from core.evaluation.corpus_eval import with_intervals
+    from core.evaluation.headline import HEADLINE, intervals_text
+    from core.evaluation.items import ITEMS
+    from core.evaluation.uncertainty import bootstrap_mean_ci, figure_interval, proportion_ci
+
+    taus = np.array([0.2, -0.4, 1.0, 0.6, 0.0])
+    result = with_intervals({"polarity": 60.0, "similarity": 40.0, "uncertainty": {"polarity_ci": [55.0, 65.0],
+                                                                                  "similarity_ci": [38.0, 42.0]},
+                             "knn_accuracy": 0.8, "linear_accuracy": 0.7, "n_queries": 50, "kendall_tau": 0.28,
+                             "ordering_accuracy": 0.2, "n_lists": 5, ITEMS: {"list_tau": taus}}, 0)
+    assert result["polarity_ci"] == [55.0, 65.0] and result["similarity_ci"] == [38.0, 42.0]
+    assert result["linear_accuracy_ci"] == list(proportion_ci(0.7, 50))
+    assert result["kendall_tau_ci"] == list(bootstrap_mean_ci(taus))
+    assert all(figure_interval(result, m.key) is not None for m in HEADLINE if m.key != "sts_spearman")
+    older = {"polarity": 60.0, "uncertainty": {"polarity_ci": [55.0, 65.0]}}  # a run stored before
+    assert figure_interval(older, "polarity") == (55.0, 65.0)
+    for bounds in ([None, None], [1.0], "x", [float("nan"), 1.0], ["a", 1]):
+        assert figure_interval({"knn_accuracy_ci": bounds}, "knn_accuracy") is None
+    assert intervals_text(result, 16).startswith("P@16 55.0–65.0 · S@16 38.0–42.0 · kNN accuracy ")
+    assert "Kendall tau " in intervals_text(result) and intervals_text({"polarity": 60.0}) == ""

@@ -69,6 +69,8 @@ def test_pasted_list_table_shows_report_one_list_and_ordering(app, tiny_model):
     cards = {m.label: m.value for m in at.metric}
     assert cards["Ordering accuracy"] == metric["ordering_accuracy"].text(expected["ordering_accuracy"])
     assert cards["Kendall tau"] == metric["kendall_tau"].text(expected["kendall_tau"])
+    intervals = [c.value for c in at.caption if c.value.startswith("95% intervals: ")]
+    assert len(intervals) == 1 and "Ordering accuracy " in intervals[0] and " · Kendall tau " in intervals[0]
     assert "Run ordering evaluation" not in [b.label for b in at.button]  # scored once per corpus and model
 
 

@@ -179,6 +179,7 @@ def test_pages_tables_and_the_card_show_paired_intervals_of_real_runs(runs, app)
     at = app.switch_page("app_pages/7_Runs.py").run()
     no_errors(at)
     assert any("paired over the same test items" in c.value and "P@16 " in c.value for c in at.caption)
+    assert any(c.value.startswith("95% intervals after training: P@16 ") for c in at.caption)  # each figure's own
     assert PAIRED in at.table[0].value.columns
     rows = change_table(store, ("polarity",))  # the Trade-off page's before -> after table
     assert len(rows) == 2 and all("[" in r["P@{k}"] and ", p " in r["P@{k}"] for r in rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.analysis.plots import loss_curve_figure
-from core.evaluation.headline import HEADLINE
+from core.evaluation.headline import HEADLINE, intervals_text
 from core.evaluation.paired import change_texts
 from core.evaluation.published import published
 from core.jobs.process import LOG_NAME
@@ -66,6 +66,14 @@ def progress_text(run: Run) -> tuple[float, str]:
     return fraction, text
 
 
+def interval_caption(result: dict, when: str = "") -> None:
+    """A line under a result's cards with each figure's own 95% interval (over the test items; `when`, e.g. "after
+    training"), where the result holds any."""
+    text = intervals_text(result, result.get("k", 16))
+    if text:
+        st.caption(f"95% intervals{f' {when}' if when else ''}: {text}.")
+
+
 def metric_cards(before: dict | None, after: dict | None, corpus_fingerprints: tuple[str, ...] = ()) -> None:
     """The headline metrics after training, with the change from before as deltas (before only, while the
     run is still training), and under them each change's paired 95% interval and p-value: is it real? The figures
@@ -82,6 +90,7 @@ def metric_cards(before: dict | None, after: dict | None, corpus_fingerprints: t
                     delta=None if base is None else metric.change_text(base, value),
                     help="Base model, before training." if not after else
                     None if base is None else f"Before training: {metric.text(base)}.")
+    interval_caption(shown, "after training" if after else "before training")
     figures = [f for fingerprint in corpus_fingerprints for f in published(fingerprint).values()
                if f.key in {m.key for m in present}]
     if figures:

@@ -7,7 +7,7 @@ import sys
 from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, kind_of, kind_words, load_labelled, warn_corpus,
                              warn_line)
 from core.errors import UserError, shorten
-from core.evaluation.headline import HEADLINE
+from core.evaluation.headline import HEADLINE, intervals_text
 from core.models.loading import DEFAULT_MODEL, load_model
 from core.runs.store import RunStore
 
@@ -206,6 +206,7 @@ def print_evaluate(r: dict) -> None:
               f"{r['list_shape']} lists)")
         print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%{_published_text(r, 'ordering_accuracy')}   "
               f"Kendall tau {r['kendall_tau']:.3f}{_published_text(r, 'kendall_tau')}")
+        _print_intervals(r)
         return
     if r["kind"] == "pairs":
         print(f"pair corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_pairs']} pairs)")
@@ -222,6 +223,14 @@ def print_evaluate(r: dict) -> None:
     print(f"kNN accuracy {r['knn_accuracy']:.3f} (n_train={r['n_knn_train']})"
           f"{_published_text(r, 'knn_accuracy', True)}   "
           f"linear probe {r.get('linear_accuracy', float('nan')):.3f}{_published_text(r, 'linear_accuracy', True)}")
+    _print_intervals(r)
+
+
+def _print_intervals(r: dict) -> None:
+    """Each figure's 95% interval, in the unit the pages show it (core.evaluation.headline.intervals_text)."""
+    text = intervals_text(r, r.get("k", "k"))
+    if text:
+        print(f"95% intervals: {text}")
 
 
 def print_published(r: dict) -> None:

@@ -25,13 +25,13 @@ from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, eva
 from core.evaluation.items import ITEMS, ITEMS_OF
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
-from core.evaluation.uncertainty import proportion_ci, spearman_ci
+from core.evaluation.uncertainty import bootstrap_mean_ci, proportion_ci, spearman_ci
 from core.models.loading import model_fingerprint
 from core.models.rates import EncodeClock, record_rate
 from core.storage import cached_json, key_hash, result_entry
 
 AnyCorpus = Union[Corpus, PairCorpus, ListCorpus]
-RESULT_VERSION = 3  # part of the result cache's key: raise it when what an evaluation returns changes
+RESULT_VERSION = 4  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
 def evaluation_texts(corpus: AnyCorpus, settings: EvalSettings = EvalSettings(), sts: PairCorpus | None = None,
@@ -78,13 +78,22 @@ def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progre
 
 
 def with_intervals(result: dict, sts_pairs: int) -> dict:
-    """The result with a 95% interval `<metric>_ci` beside each figure it holds that has none yet: kNN accuracy
-    over its test targets and the share of exactly ordered lists (Wilson), STS Spearman over `sts_pairs` pairs
-    (Fisher z); P@k and S@k carry bootstrap intervals under "uncertainty" already."""
+    """The result with a 95% interval `<metric>_ci` beside each headline figure it holds that has none yet: P@k and
+    S@k their bootstrap interval over targets (also kept under "uncertainty", which error bars read), kNN and
+    linear-probe accuracy over the test texts and the share of exactly ordered lists (Wilson), Kendall tau the
+    bootstrap over lists, STS Spearman over `sts_pairs` pairs (Fisher z)."""
     out = dict(result)
-    for key, n in (("knn_accuracy", result.get("n_queries")), ("ordering_accuracy", result.get("n_lists"))):
+    for key in ("polarity", "similarity"):
+        bounds = (result.get("uncertainty") or {}).get(f"{key}_ci")
+        if result.get(key) is not None and bounds is not None:
+            out[f"{key}_ci"] = _json_interval(bounds)
+    for key, n in (("knn_accuracy", result.get("n_queries")), ("linear_accuracy", result.get("n_queries")),
+                   ("ordering_accuracy", result.get("n_lists"))):
         if result.get(key) is not None and n:
             out[f"{key}_ci"] = _json_interval(proportion_ci(float(result[key]), int(n)))
+    taus = (result.get(ITEMS) or {}).get("list_tau")
+    if result.get("kendall_tau") is not None and taus is not None:
+        out["kendall_tau_ci"] = _json_interval(bootstrap_mean_ci(taus))
     if result.get("sts_spearman") is not None:
         out["sts_spearman_ci"] = _json_interval(spearman_ci(float(result["sts_spearman"]), sts_pairs))
     return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.evaluation.uncertainty import figure_interval
+
 # How P@k / S@k weight the k neighbours (docs/definitions.md, P@k and S@k; core.evaluation.metrics.rank_weights):
 # "linear" is seed 000's text, "none" (each 1/k) what its released evaluation code computes by default. Here, with
 # the names of the figures, so the settings can offer it without loading the metrics' FAISS.
@@ -30,6 +32,15 @@ class Metric:
         is 2.06), in the shown unit."""
         return round(self.rounded(after) - self.rounded(before), self.digits)
 
+    def range_text(self, result: dict) -> str:
+        """The figure's 95% interval in `result` in the shown unit ("75.1–79.3", "53.2–73.5%"); "" where it has
+        none."""
+        bounds = figure_interval(result, self.key)
+        if bounds is None:
+            return ""
+        low, high = (f"{self.shown(b):.{self.digits}f}" for b in bounds)
+        return f"{low}–{high}{'%' if self.percent else ''}"
+
     def change_text(self, before: float, after: float) -> str:
         """The shown change with its sign and unit: an accuracy's in percentage points, "+1.2 pp", never "+1.2%",
         which would read as relative."""
@@ -51,6 +62,13 @@ class Metric:
     def text(self, value: float) -> str:
         """The value as tables and cards show it: scaled, rounded, with its unit (a change: change_text)."""
         return f"{self.shown(value):.{self.digits}f}{'%' if self.percent else ''}"
+
+
+def intervals_text(result: dict, k: int | str = "k") -> str:
+    """Every headline figure's 95% interval in `result`, for a line under its cards: "P@16 40.1–49.5 · kNN accuracy
+    53.2–73.5%"; "" where it holds none."""
+    return " · ".join(f"{m.short.format(k=k)} {text}" for m in HEADLINE if result.get(m.key) is not None
+                      and (text := m.range_text(result)))
 
 
 def p_text(p: float | None) -> str:

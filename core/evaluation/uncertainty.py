@@ -101,6 +101,22 @@ def spearman_ci(rho: float, n: int, level: float = LEVEL) -> tuple[float, float]
     return 100 * math.tanh(z - half), 100 * math.tanh(z + half)
 
 
+def figure_interval(result: dict, key: str) -> tuple[float, float] | None:
+    """A figure's 95% interval as an evaluation result holds it, in the figure's own unit: `<key>_ci`
+    (core.evaluation.corpus_eval.with_intervals), or, for P@k and S@k of a result stored before that, the one under
+    "uncertainty"; None where there is none or a bound is undefined (too few items)."""
+    bounds = result.get(f"{key}_ci")
+    if bounds is None and isinstance(result.get("uncertainty"), dict):
+        bounds = result["uncertainty"].get(f"{key}_ci")
+    if not isinstance(bounds, list | tuple) or len(bounds) != 2:
+        return None
+    try:
+        low, high = float(bounds[0]), float(bounds[1])
+    except (TypeError, ValueError):
+        return None
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
+
+
 def se_from_sd(sd: float | None, n: int | None) -> float:
     """The standard error from a stored standard deviation over n targets (numpy's, divided by n), so runs stored
     without their intervals still get an exact one; NaN when either is missing or n < 2."""

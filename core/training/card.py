@@ -32,7 +32,8 @@ LEAK_UNITS = {"pairs": "pair", "lists": "list"}  # what a corpus of each kind co
 # How each headline figure's 95% interval is computed (core.evaluation.uncertainty), said under the card's table.
 _BOOTSTRAP, _WILSON = "P@k and S@k: bootstrap over the target texts", "accuracies: Wilson"
 INTERVAL_METHODS = {"polarity": _BOOTSTRAP, "similarity": _BOOTSTRAP, "knn_accuracy": _WILSON,
-                    "ordering_accuracy": _WILSON, "sts_spearman": "STS Spearman: Fisher z"}
+                    "linear_accuracy": _WILSON, "ordering_accuracy": _WILSON, "sts_spearman": "STS Spearman: Fisher z",
+                    "kendall_tau": "Kendall tau: bootstrap over the lists"}
 
 
 def save_with_card(model, path: Path, cfg: TrainConfig, result: dict) -> None:
@@ -167,14 +168,9 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
 
 
 def _interval_text(metric: Metric, result: dict) -> str:
-    """" (75.1–79.3)": a metric's 95% interval in its shown unit, where the result carries one with both bounds
-    (`<metric>_ci`, P@k's and S@k's under "uncertainty"; core.evaluation.corpus_eval.with_intervals); else ""."""
-    held = result.get("uncertainty") if metric.key in ("polarity", "similarity") else result
-    bounds = (held or {}).get(f"{metric.key}_ci") if isinstance(held, dict) else None
-    if not isinstance(bounds, list | tuple) or len(bounds) != 2 or not all(map(_finite, bounds)):
-        return ""
-    low, high = (f"{metric.shown(b):.{metric.digits}f}" for b in bounds)
-    return f" ({low}–{high}{'%' if metric.percent else ''})"
+    """" (75.1–79.3)": a metric's 95% interval in its shown unit where the result carries one; else ""."""
+    text = metric.range_text(result)
+    return f" ({text})" if text else ""
 
 
 def _leakage_text(corpus: dict) -> str:
