@@ -47,8 +47,9 @@ def test_a_queued_run_goes_to_the_ready_standby(store):
     _wait(lambda: store.get(run_id).status == "done", 60, "the run to finish")
     run = store.get(run_id)
     assert run.pid == pid and Path(run.artefacts["result"]).is_file()
-    log = (store.run_dir(run_id) / LOG_NAME).read_text()
-    assert f"pid {pid} executing run {run_id}" in log and "ended done" in log
+    log = store.run_dir(run_id) / LOG_NAME  # the worker says "ended done" just after recording it (seen in a run)
+    _wait(lambda: "ended done" in log.read_text(), 30, "the worker's last line")
+    assert f"pid {pid} executing run {run_id}" in log.read_text()
     _wait(lambda: not pid_alive(pid), 30, "the standby to exit after its run")
     assert _markers(store) == []
 
