@@ -3,14 +3,17 @@ the sweep's driver runs in this process, as the sweep's worker process would run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -203,6 +206,64 @@ def test_an_unreachable_cluster_is_one_line_not_minutes_of_retries():
 
     with pytest.raises(UserError, match=r"Could not reach the Ray cluster at 127\.0\.0\.1:1 "):
         ray_sweep.connect(NoInit(), "127.0.0.1:1")
+
+
+@contextlib.contextmanager
+def _listener(reply: bytes | None) -> Iterator[int]:
+    """A port where a thread accepts one connection at a time and sends `reply` to each (None: stays silent)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                if reply is not None:
+                    conn.sendall(reply)
+                done.wait(ray_sweep.PROBE_S + 1)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        done.set()
+        server.close()
+
+
+def test_an_address_where_another_service_answers_is_refused_at_once_not_after_30_s():
+    """Ray's dashboard port (HTTP) or any text-speaking service: Ray Client retried it for about 30 s before its
+    error. A gRPC server (Ray's GCS and Ray Client both are) answers the HTTP/2 preface with a binary SETTINGS frame;
+    silence or a binary reply (TLS) proves nothing and is left to ray.init."""
+    for reply in (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", b"SSH-2.0-OpenSSH_9.6\r\n"):
+        with _listener(reply) as port:
+            t0 = time.monotonic()
+            with pytest.raises(UserError, match=rf"^ray://127\.0\.0\.1:{port} answers, but not as Ray: it replied "
+                                                rf"'{re.escape(reply.decode().splitlines()[0])}'"):
+                ray_sweep.reachable(f"ray://127.0.0.1:{port}")
+            assert time.monotonic() - t0 < ray_sweep.PROBE_S
+    for reply in (None, bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46])):  # silent; a TLS alert
+        with _listener(reply) as port:
+            ray_sweep.reachable(f"127.0.0.1:{port}")
+
+
+def test_a_grpc_server_and_the_module_clusters_gcs_pass_the_check(ray_local):
+    grpc = pytest.importorskip("grpc")
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))  # what Ray Client's server is
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        t0 = time.monotonic()
+        ray_sweep.reachable(f"ray://127.0.0.1:{port}")
+        assert time.monotonic() - t0 < 1  # answered, not waited out
+    finally:
+        server.stop(None)
+    ray_sweep.reachable(ray_local.get_runtime_context().gcs_address)
 
 
 def _closed_port() -> int:

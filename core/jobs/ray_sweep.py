@@ -287,15 +287,38 @@ def _local_cpus() -> int:
 
 
 def reachable(address: str) -> None:
-    """Refuse an address nothing listens on at once: ray.init would retry it for minutes, then exit the process.
-    The CLI checks it before a sweep is created (python -m core sweep --address), the worker again before ray.init."""
+    """Refuse an address nothing listens on, or where something other than Ray answers, at once: ray.init would
+    retry it for minutes, then exit the process, or (something else listening) give up only after about 30 s. The
+    CLI checks it before a sweep is created (python -m core sweep --address), the worker again before ray.init."""
     match = _ADDRESS.fullmatch(address)
     host, port = match["host"].strip("[]"), int(match["port"])
     try:
-        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
+            reply = _first_reply(sock)
     except OSError as exc:
         raise UserError(f"Could not reach the Ray cluster at {address} ({exc.strerror or exc}); check that its "
                         "head node runs (`ray start --head`) and that this machine can reach that port.") from exc
+    if reply and all(32 <= b < 127 or b in b"\r\n\t" for b in reply):
+        line = reply.decode("ascii").splitlines()[0] if reply.strip() else ""
+        raise UserError(f"{address} answers, but not as Ray: it replied {shorten(line, 60)}, so another service "
+                        "listens there (Ray's dashboard, 8265, is not the address); give the head node's GCS port "
+                        "(HOST:6379 by default) or Ray Client's (ray://HOST:10001).")
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # and an empty SETTINGS
+PROBE_S = 2.0  # how long the address may stay silent after the preface (a gRPC server answers in milliseconds)
+
+
+def _first_reply(sock: socket.socket) -> bytes:
+    """What a server sends first after an HTTP/2 client preface, the start of a gRPC connection (Ray's GCS and Ray
+    Client both speak gRPC): a gRPC server's binary SETTINGS frame; another service's text (an HTTP/1 status line,
+    a banner). b"" when it stays silent or closes, which proves nothing either way (TLS: an alert, binary too)."""
+    try:
+        sock.settimeout(PROBE_S)
+        sock.sendall(HTTP2_PREFACE)
+        return sock.recv(64)
+    except OSError:  # timeout, reset: left to ray.init, as before this check
+        return b""
 
 
 def connect(ray, address: str | None) -> None:
