@@ -33,7 +33,9 @@ if missing:
 shown = {label: curves[(corpus.fingerprint, name)] for label, name in models.items()
          if (corpus.fingerprint, name) in curves}
 if shown:
-    ui.plot(layers_figure(shown, runs), "layer_curves", key="layers_chart")
+    ui.plot(layers_figure(shown, runs, len(corpus.test_texts)), "layer_curves", key="layers_chart")
+    st.caption(f"Bars: each point's 95% interval over the {len(corpus.test_texts):,} {corpus.target_split} texts "
+               "(Wilson).")
 
 st.subheader("Which layers changed")
 st.caption("Linear CKA between the reference's and the run's mean-pooled hidden states of the same texts, layer by "

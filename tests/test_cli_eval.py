@@ -7,6 +7,7 @@ import pytest
 
 from core.cli import main
 from core.data.corpus import demo_corpus_path
+from core.evaluation.uncertainty import proportion_ci
 from tests.conftest import shared_data
 
 EVAL_KEYS = {"polarity", "polarity_sd", "similarity", "similarity_sd", "knn_accuracy", "linear_accuracy",
@@ -51,6 +52,8 @@ def test_layers_json(tiny_model_dir, capsys):
     out = json.loads(capsys.readouterr().out)
     assert [row["layer"] for row in out["layers"]] == [0, 1, 2]  # embeddings + 2 layers of the tiny BERT
     assert all(0 <= row["knn_accuracy"] <= 1 for row in out["layers"])
+    for row in out["layers"]:  # each layer's 95% interval over the 83 test texts
+        assert row["knn_accuracy_ci"] == pytest.approx(list(proportion_ci(row["knn_accuracy"], 83)))
 
 
 @pytest.mark.slow

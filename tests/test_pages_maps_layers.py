@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import core.analysis.projection
 import core.models.encode
+from core.evaluation.uncertainty import proportion_ci
 from tests.conftest import train_tiny_run
 from ui.run_picker import NO_RUN
 
@@ -85,6 +86,10 @@ def test_layers_without_a_run_show_the_reference_curve(app, tiny_model_dir):
     (fig,) = figures(at)
     assert [t["name"] for t in fig["data"]] == ["reference · model"]
     assert len(fig["data"][0]["y"]) == 3  # embeddings + the tiny model's 2 layers
+    bars = fig["data"][0]["error_y"]  # each point's 95% interval over the demo corpus's 83 test texts
+    for acc, up, down in zip(fig["data"][0]["y"], bars["array"], bars["arrayminus"]):
+        assert [acc - down, acc + up] == pytest.approx(list(proportion_ci(acc, 83)))
+    assert any(c.value.startswith("Bars: each point's 95% interval over the 83 holdout texts") for c in at.caption)
     assert len(at.get("download_button")) == 1
 
 

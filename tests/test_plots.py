@@ -15,6 +15,7 @@ from core.analysis.plots import (
     token_weight_bars,
     tradeoff_figure,
 )
+from core.evaluation.uncertainty import proportion_ci
 
 
 def _axis_titles(fig: go.Figure) -> list[str]:
@@ -67,6 +68,10 @@ def test_layer_curve_figure_lines_and_frozen_band():
     assert not [s for s in layer_curve_figure(curves).layout.shapes if s.type == "rect"]
     (only_layers,) = layer_curve_figure(curves, frozen_layers=2).layout.shapes
     assert (only_layers.x0, only_layers.x1) == (0.5, 2.5)  # layer 0 (embeddings) still trains
+    assert fig.data[0].error_y.array is None  # no test-text count, no bars
+    bars = layer_curve_figure(curves, n_texts=100).data[1]
+    assert list(bars.customdata[2]) == pytest.approx(list(proportion_ci(0.9, 100)))
+    assert bars.error_y.arrayminus[2] == pytest.approx(0.9 - proportion_ci(0.9, 100)[0])
 
 
 def _point(name, p, s, recipe="TripletLoss", margin=0.1, ref=False):

@@ -5,6 +5,7 @@ frozen layers shaded. Both read the same cached per-layer encodings, one forward
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import plotly.graph_objects as go
 
@@ -36,9 +37,10 @@ def cka_curves(pairs: dict[str, tuple[object, object]], corpus: Corpus,
             for name, (reference, tuned) in pairs.items()}
 
 
-def layers_figure(curves: dict[str, list[float]], runs: list[Run]) -> go.Figure:
-    """All kNN curves on one plot with the runs' frozen layers shaded."""
-    return _shaded(layer_curve_figure, curves, runs)
+def layers_figure(curves: dict[str, list[float]], runs: list[Run], n_texts: int | None = None) -> go.Figure:
+    """All kNN curves on one plot with the runs' frozen layers shaded; with `n_texts` (the test texts), each point's
+    95% interval as an error bar."""
+    return _shaded(partial(layer_curve_figure, n_texts=n_texts), curves, runs)
 
 
 def cka_layers_figure(curves: dict[str, list[float]], runs: list[Run]) -> go.Figure:

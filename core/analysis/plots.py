@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 from core.evaluation.headline import HEADLINE
 from core.evaluation.pareto import pareto_front
 from core.evaluation.published import Published
-from core.evaluation.uncertainty import ERROR_BARS, interval
+from core.evaluation.uncertainty import ERROR_BARS, interval, proportion_ci
 
 PUBLISHED_COLOUR = "#7048e8"  # a published figure (core.evaluation.published): one colour, no run's
 PUBLISHED_NOTE_CHARS = 40  # of its source note in a line's label; the whole note is in the hover where there is one
@@ -164,14 +164,22 @@ def layer_curve_figure(
     curves: dict[str, list[float]],
     frozen_layers: int = 0,
     frozen_embeddings: bool = False,
+    n_texts: int | None = None,
 ) -> go.Figure:
     """kNN accuracy per layer (0 = embeddings), one line per model/run; frozen layers shaded, since
-    their curve can only move through what happens below them."""
+    their curve can only move through what happens below them. With `n_texts` (the test texts voted on), each point
+    has its 95% interval (Wilson) as an error bar and in its hover."""
     fig = go.Figure()
     for name, accs in curves.items():
+        bounds = [proportion_ci(a, n_texts) for a in accs] if n_texts else []
         fig.add_trace(go.Scatter(
             x=list(range(len(accs))), y=accs, mode="lines+markers", name=plot_text(name),
-            hovertemplate="%{fullData.name}<br>layer %{x}: %{y:.3f}<extra></extra>",
+            error_y=dict(type="data", symmetric=False, array=[high - a for a, (_, high) in zip(accs, bounds)],
+                         arrayminus=[a - low for a, (low, _) in zip(accs, bounds)], thickness=1, width=3)
+            if bounds else None,
+            customdata=[[low, high] for low, high in bounds] or None,
+            hovertemplate="%{fullData.name}<br>layer %{x}: %{y:.3f}"
+                          + (" [%{customdata[0]:.3f}–%{customdata[1]:.3f}]" if bounds else "") + "<extra></extra>",
         ))
     _shade_frozen(fig, frozen_layers, frozen_embeddings)
     fig.update_layout(title="kNN accuracy by layer", hovermode="x unified", legend_title_text="model")

@@ -8,6 +8,7 @@ from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, kind_of,
                              warn_line)
 from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE, intervals_text
+from core.evaluation.uncertainty import figure_interval
 from core.models.loading import DEFAULT_MODEL, load_model
 from core.runs.store import RunStore
 
@@ -250,10 +251,18 @@ def print_published(r: dict) -> None:
 def print_layers(r: dict) -> None:
     print(f"model {r['model']}" + (f" vs run {r['run_id']}" if "run_id" in r else ""))
     for row in r["layers"]:
-        line = f"layer {row['layer']:>2}  kNN accuracy {row['knn_accuracy']:.3f}"
+        line = f"layer {row['layer']:>2}  kNN accuracy {row['knn_accuracy']:.3f}{_bounds(row, 'knn_accuracy')}"
         if "cka" in row:
-            line += f"  fine-tuned {row['knn_accuracy_tuned']:.3f}  CKA {row['cka']:.3f}"
+            line += (f"  fine-tuned {row['knn_accuracy_tuned']:.3f}{_bounds(row, 'knn_accuracy_tuned')}  "
+                     f"CKA {row['cka']:.3f}")
         print(line)
+    print("[...]: 95% interval over the test texts (Wilson)")
+
+
+def _bounds(row: dict, key: str) -> str:
+    """" [0.912, 0.951]": a layer's accuracy interval as the line prints the accuracy; "" where it is undefined."""
+    bounds = figure_interval(row, key)
+    return f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else ""
 
 
 def print_maps(r: dict) -> None:

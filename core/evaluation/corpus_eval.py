@@ -12,7 +12,6 @@ target lists (`lists`).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict
 from typing import Union
@@ -25,7 +24,7 @@ from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, eva
 from core.evaluation.items import ITEMS, ITEMS_OF
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
-from core.evaluation.uncertainty import bootstrap_mean_ci, proportion_ci, spearman_ci
+from core.evaluation.uncertainty import bootstrap_mean_ci, json_interval, proportion_ci, spearman_ci
 from core.models.loading import model_fingerprint
 from core.models.rates import EncodeClock, record_rate
 from core.storage import cached_json, key_hash, result_entry
@@ -86,22 +85,17 @@ def with_intervals(result: dict, sts_pairs: int) -> dict:
     for key in ("polarity", "similarity"):
         bounds = (result.get("uncertainty") or {}).get(f"{key}_ci")
         if result.get(key) is not None and bounds is not None:
-            out[f"{key}_ci"] = _json_interval(bounds)
+            out[f"{key}_ci"] = json_interval(bounds)
     for key, n in (("knn_accuracy", result.get("n_queries")), ("linear_accuracy", result.get("n_queries")),
                    ("ordering_accuracy", result.get("n_lists"))):
         if result.get(key) is not None and n:
-            out[f"{key}_ci"] = _json_interval(proportion_ci(float(result[key]), int(n)))
+            out[f"{key}_ci"] = json_interval(proportion_ci(float(result[key]), int(n)))
     taus = (result.get(ITEMS) or {}).get("list_tau")
     if result.get("kendall_tau") is not None and taus is not None:
-        out["kendall_tau_ci"] = _json_interval(bootstrap_mean_ci(taus))
+        out["kendall_tau_ci"] = json_interval(bootstrap_mean_ci(taus))
     if result.get("sts_spearman") is not None:
-        out["sts_spearman_ci"] = _json_interval(spearman_ci(float(result["sts_spearman"]), sts_pairs))
+        out["sts_spearman_ci"] = json_interval(spearman_ci(float(result["sts_spearman"]), sts_pairs))
     return out
-
-
-def _json_interval(bounds: tuple[float, float]) -> list[float | None]:
-    """An interval as JSON holds it: an undefined bound (too few items) is null, never NaN."""
-    return [None if math.isnan(v) else v for v in bounds]
 
 
 def _timed(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress: PhaseProgress | None,

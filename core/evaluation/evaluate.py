@@ -20,7 +20,7 @@ from core.evaluation.metrics import (
 )
 from core.evaluation.items import ITEMS, NEIGHBOURS
 from core.evaluation.per_class import per_class
-from core.evaluation.uncertainty import target_intervals
+from core.evaluation.uncertainty import json_interval, proportion_ci, target_intervals
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
 
@@ -205,9 +205,12 @@ def _layer_cka(ref: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.nda
 def evaluate_layers(
     model, corpus: Corpus, settings: EvalSettings = EvalSettings(), progress: PhaseProgress | None = None
 ) -> list[dict]:
-    """kNN accuracy of every layer's mean-pooled hidden state (0 = embeddings), from one pass per batch."""
+    """kNN accuracy of every layer's mean-pooled hidden state (0 = embeddings), from one pass per batch, with its
+    95% interval over the test texts (Wilson)."""
     accs = _layer_knn(layer_states(model, corpus, settings, progress), corpus, settings)
-    return [{"layer": i, "knn_accuracy": a} for i, a in enumerate(accs)]
+    n = len(corpus.test_texts)
+    return [{"layer": i, "knn_accuracy": a, "knn_accuracy_ci": json_interval(proportion_ci(a, n))}
+            for i, a in enumerate(accs)]
 
 
 def layer_cka(reference, tuned, corpus: Corpus, settings: EvalSettings = EvalSettings(),
@@ -224,6 +227,8 @@ def compare_layers(reference, tuned, corpus: Corpus, settings: EvalSettings = Ev
     states read once."""
     ref = layer_states(reference, corpus, settings, progress, "reference")
     new = layer_states(tuned, corpus, settings, progress, "fine-tuned")
-    return [{"layer": i, "knn_accuracy": b, "knn_accuracy_tuned": a, "cka": c}
+    n = len(corpus.test_texts)
+    return [{"layer": i, "knn_accuracy": b, "knn_accuracy_ci": json_interval(proportion_ci(b, n)),
+             "knn_accuracy_tuned": a, "knn_accuracy_tuned_ci": json_interval(proportion_ci(a, n)), "cka": c}
             for i, (b, a, c) in enumerate(zip(_layer_knn(ref, corpus, settings), _layer_knn(new, corpus, settings),
                                               _layer_cka(ref, new), strict=True))]

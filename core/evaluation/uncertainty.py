@@ -101,6 +101,11 @@ def spearman_ci(rho: float, n: int, level: float = LEVEL) -> tuple[float, float]
     return 100 * math.tanh(z - half), 100 * math.tanh(z + half)
 
 
+def json_interval(bounds: tuple[float, float]) -> list[float | None]:
+    """An interval as JSON holds it: an undefined bound (too few items) is null, never NaN."""
+    return [None if math.isnan(v) else v for v in bounds]
+
+
 def figure_interval(result: dict, key: str) -> tuple[float, float] | None:
     """A figure's 95% interval as an evaluation result holds it, in the figure's own unit: `<key>_ci`
     (core.evaluation.corpus_eval.with_intervals), or, for P@k and S@k of a result stored before that, the one under
