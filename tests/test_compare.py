@@ -15,6 +15,7 @@ import core.models.encode
 from core.analysis import layers, maps, projection
 from core.data.corpus import build_corpus, demo_corpus_path, detect_columns, read_table
 from core.evaluation.evaluate import evaluate
+from core.evaluation.uncertainty import proportion_ci
 from core.models.loading import load_model
 from core.runs.labels import run_label, run_reference
 from core.runs.store import RunStore
@@ -85,6 +86,8 @@ def test_map_data_shapes_subsample_knn_and_caches(tiny_model, tuned, corpus, spi
     ref_fig, tuned_fig = maps.map_figures(data, "Reference", "Fine-tuned", highlight=3)
     assert ref_fig.layout.title.text.startswith(f"Reference · kNN accuracy {data.ref_knn:.1%}")
     assert f"all {len(corpus.test_texts)} test texts, k=10" in tuned_fig.layout.title.text
+    low, high = proportion_ci(data.ref_knn, len(corpus.test_texts))  # the figure's own 95% interval
+    assert f"95% CI {low:.1%}–{high:.1%}, all " in ref_fig.layout.title.text
     # same colour per label on both maps
     colours = [{t.name: t.marker.color for t in fig.data} for fig in (ref_fig, tuned_fig)]
     assert colours[0] == colours[1]

@@ -27,6 +27,7 @@ from core.errors import UserError, os_error
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets
 from core.evaluation.changes import BETTER, KEPT_RIGHT, KEPT_WRONG, WORSE, flip_status
 from core.evaluation.metrics import knn_predict
+from core.evaluation.uncertainty import proportion_ci
 from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint
 from core.storage import cached_array, projection_entry, write_atomic
@@ -217,8 +218,14 @@ def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points:
 
 
 def map_title(name: str, accuracy: float, data: MapData) -> str:
-    return (f"{plot_text(name)} · kNN accuracy {accuracy:.1%} "
-            f"<sup>(all {data.n_test:,} test texts, k={SETTINGS.knn_k})</sup>")
+    return f"{plot_text(name)} · kNN accuracy {accuracy:.1%} <sup>({_accuracy_note(accuracy, data)})</sup>"
+
+
+def _accuracy_note(accuracy: float, data: MapData) -> str:
+    """What a map's kNN accuracy rests on: its 95% interval (Wilson) over all the test texts, and k."""
+    low, high = proportion_ci(accuracy, data.n_test)
+    ci = f"95% CI {low:.1%}–{high:.1%}, " if data.n_test else ""
+    return f"{ci}all {data.n_test:,} test texts, k={SETTINGS.knn_k}"
 
 
 def _change_text(change: float) -> str:
@@ -315,7 +322,7 @@ def write_maps(data: MapData, out: Path, reference_name: str = "Reference",
             fig = map_figure(coords, data.labels, data.texts, map_title(name, accuracy, data), method=method)
             frame = pd.DataFrame({"text": data.texts, "label": data.labels, "split": data.split,
                                   "x": coords[:, 0], "y": coords[:, 1]})
-            title = f"{name} · kNN accuracy {accuracy:.1%} (all {data.n_test:,} test texts, k={SETTINGS.knn_k})"
+            title = f"{name} · kNN accuracy {accuracy:.1%} ({_accuracy_note(accuracy, data)})"
             for suffix, write in (
                     (".html", lambda tmp: fig.write_html(tmp, include_plotlyjs=True)),
                     (".png", lambda tmp: map_png(coords, data.labels, title, tmp, method)),
