@@ -23,7 +23,7 @@ from core.models.loading import load_model
 from core.runs.store import RunStore
 from tests.tiny_model import build_tiny_model
 
-ROW_KEYS = {"layer", "knn_accuracy", "knn_accuracy_tuned", "cka"}
+ROW_KEYS = {"layer", "knn_accuracy", "knn_accuracy_ci", "knn_accuracy_tuned", "knn_accuracy_tuned_ci", "cka"}
 
 
 def gram_cka(x: np.ndarray, y: np.ndarray) -> float:
@@ -189,7 +189,8 @@ def test_cli_compare_prints_the_model_the_run_and_a_row_per_layer(tiny_model_dir
 def test_cli_without_compare_keeps_its_shape(tiny_model_dir, capsys):
     assert main(["layers", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"model", "layers"} and all(set(r) == {"layer", "knn_accuracy"} for r in out["layers"])
+    assert set(out) == {"model", "layers"} and all(set(r) == {"layer", "knn_accuracy", "knn_accuracy_ci"}
+                                                 for r in out["layers"])
 
 
 @pytest.mark.parametrize("status", ["failed", "running", "queued"])
