@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -90,3 +91,22 @@ def shared_words(shared: int, leaked: int, targets: int, target_split: str, term
     percent = "<1%" if 0 < share < 0.005 else f"{share:.0%}"
     return (f"{shared:,} of the {targets:,} {target_split} {terms.unit}s ({percent}) "
             f"{'has' if shared == 1 else 'have'} {terms.part} that also occurs in a training {terms.unit}")
+
+
+class LeakWords:
+    """A pair or list corpus's leakage in words every front end shows, from its report's counts; the corpus names its
+    items with TERMS."""
+
+    TERMS: ClassVar[LeakTerms]
+
+    def leakage(self) -> str:
+        """"3 test pairs are also training pairs, the same two texts in either order": the exact repeats, which a
+        model can score by memory and drop_leaked drops."""
+        return leaked_words(self.report.leaked, self.target_split, self.TERMS)
+
+    def sharing(self) -> str:
+        """"40 of the 100 test pairs (40%) have a text that also occurs in a training pair": the softer figure, the
+        exact repeats included, which nothing drops; "" when no item shares a text without being a repeat."""
+        report = self.report  # the targets as read, the dropped repeats included
+        return shared_words(report.shared, report.leaked, len(self.test) + report.leaked_dropped, self.target_split,
+                            self.TERMS)

@@ -45,7 +45,7 @@ from core.data.corpus import (
     split_ratio,
     train_on_validation,
 )
-from core.data.leakage import LIST_TERMS, drop_leaked_rows, find_leaks, leaked_words, shared_words
+from core.data.leakage import LIST_TERMS, LeakTerms, LeakWords, drop_leaked_rows, find_leaks
 from core.data.pairs import PairCorpus, PairSplit
 from core.errors import UserError, shorten
 
@@ -100,10 +100,11 @@ class ListReport:
 
 
 @dataclass(eq=False)
-class ListCorpus:
+class ListCorpus(LeakWords):
     """Training lists plus the target lists a model's ordering is scored on."""
 
     kind: ClassVar[str] = "lists"  # beside core.data.corpus.Corpus and core.data.pairs.PairCorpus
+    TERMS: ClassVar[LeakTerms] = LIST_TERMS
     name: str
     train: ListSplit
     test: ListSplit
@@ -123,19 +124,6 @@ class ListCorpus:
                                  for i, members in zip(part.ids, part.lists)).encode("utf-8"))
             h.update(b"\x1d")
         return h.hexdigest()[:16]
-
-    def leakage(self) -> str:
-        """"2 test lists are also training lists, the same anchor and members in any order": the exact repeats,
-        which a model can score by memory and drop_leaked drops, in words every front end shows
-        (core.data.leakage)."""
-        return leaked_words(self.report.leaked, self.target_split, LIST_TERMS)
-
-    def sharing(self) -> str:
-        """"5 of the 10 test lists (50%) have an anchor that also occurs in a training list": the softer figure, the
-        exact repeats included, which nothing drops; "" when no list shares its anchor without being a repeat."""
-        report = self.report  # the targets as read, the dropped repeats included
-        return shared_words(report.shared, report.leaked, len(self.test) + report.leaked_dropped, self.target_split,
-                            LIST_TERMS)
 
     def summary(self) -> dict:
         """JSON-ready description of the lists, for model cards, the corpus page and the CLI."""

@@ -39,7 +39,7 @@ from core.data.corpus import (
     split_ratio,
     train_on_validation,
 )
-from core.data.leakage import PAIR_TERMS, drop_leaked_rows, find_leaks, leaked_words, shared_words
+from core.data.leakage import PAIR_TERMS, LeakTerms, LeakWords, drop_leaked_rows, find_leaks
 from core.errors import UserError, shorten
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")  # ordinal: 0 = most related
@@ -96,10 +96,11 @@ class PairReport:
 
 
 @dataclass(eq=False)
-class PairCorpus:
+class PairCorpus(LeakWords):
     """Training pairs plus the target pairs a model is scored on, with what cleaning did."""
 
     kind: ClassVar[str] = "pairs"  # beside core.data.corpus.Corpus
+    TERMS: ClassVar[LeakTerms] = PAIR_TERMS
     name: str
     columns: PairColumns
     train: PairSplit
@@ -118,18 +119,6 @@ class PairCorpus:
             h.update(rows.encode("utf-8"))
             h.update(b"\x1d")
         return h.hexdigest()[:16]
-
-    def leakage(self) -> str:
-        """"3 test pairs are also training pairs, the same two texts in either order": the exact repeats, which a
-        model can score by memory and drop_leaked drops, in words every front end shows (core.data.leakage)."""
-        return leaked_words(self.report.leaked, self.target_split, PAIR_TERMS)
-
-    def sharing(self) -> str:
-        """"40 of the 100 test pairs (40%) have a text that also occurs in a training pair": the softer figure, the
-        exact repeats included, which nothing drops; "" when no pair shares a text without being a repeat."""
-        report = self.report  # the targets as read, the dropped repeats included
-        return shared_words(report.shared, report.leaked, len(self.test) + report.leaked_dropped, self.target_split,
-                            PAIR_TERMS)
 
     def summary(self) -> dict:
         """JSON-ready description of the data, for model cards, the corpus page and the CLI."""
