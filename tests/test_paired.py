@@ -15,7 +15,8 @@ from scipy.stats import binomtest, spearmanr
 
 from core.cli import main
 from core.evaluation import items as per_item
-from core.evaluation.paired import FIGURES, compare, mcnemar, paired_bootstrap, resamples
+from core.evaluation.paired import FIGURES, compare, mcnemar, paired_bootstrap
+from core.evaluation.uncertainty import resample_indices as resamples
 from tests.conftest import tiny_runs_home
 
 

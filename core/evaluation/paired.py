@@ -15,7 +15,7 @@ a cross-check.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -23,11 +23,10 @@ from scipy.stats import binomtest, rankdata
 
 from core.evaluation import items as per_item
 from core.evaluation.headline import HEADLINE
-from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED
+from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED, resample_indices
 from core.storage import cached_json, items_entry, result_entry
 
 VERSION = 2  # part of a stored comparison's key: raise it when what compare returns changes
-_CHUNK_VALUES = 2_000_000  # resampled indices held at once: 16 MB, whatever the number of items
 
 # A figure from one evaluation's per-item arrays at a batch of resamples: (r, n) item indices -> r values, in the
 # units the result reports the figure in.
@@ -85,20 +84,11 @@ class Difference:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
 
 
-def resamples(n: int, count: int = RESAMPLES, seed: int = SEED) -> Iterator[np.ndarray]:
-    """The bootstrap's item indices in (r, n) batches: resample i is the i-th `integers(0, n, n)` of
-    default_rng(seed), as in core.evaluation.uncertainty, so every figure of one comparison draws the same items."""
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _CHUNK_VALUES // max(n, 1))
-    for done in range(0, count, chunk):
-        yield rng.integers(0, n, (min(chunk, count - done), n))
-
-
 def paired_bootstrap(statistic: Statistic, a: dict[str, np.ndarray], b: dict[str, np.ndarray], n: int,
                      count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> tuple[float, float, float]:
     """(ci_low, ci_high, p_value) of statistic(b) - statistic(a) over the same resampled items."""
-    return _interval_and_p(np.concatenate([statistic(b, idx) - statistic(a, idx) for idx in resamples(n, count, seed)]),
-                           level)
+    deltas = [statistic(b, idx) - statistic(a, idx) for idx in resample_indices(n, count, seed)]
+    return _interval_and_p(np.concatenate(deltas), level)
 
 
 def _interval_and_p(deltas: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -166,7 +156,7 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
     polarity = {"a": arrays_a["polarity"] * 100, "b": arrays_b["polarity"] * 100}
     classes = np.unique(labels)
     deltas: dict[tuple[int, str], list[np.ndarray]] = {(c, m): [] for c in classes for m in ("recall", "polarity")}
-    for idx in resamples(len(labels), count, seed):
+    for idx in resample_indices(len(labels), count, seed):
         drawn = labels[idx]
         for c in classes:
             mask = drawn == c

@@ -11,6 +11,7 @@ computes the intervals then, and the run keeps those few numbers (never the per-
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from statistics import NormalDist
 from typing import NamedTuple
 
@@ -54,12 +55,19 @@ def bootstrap_mean_ci(values: np.ndarray, level: float = LEVEL, resamples: int =
     n = len(x)
     if n < 2 or not np.isfinite(x).all():
         return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _CHUNK_VALUES // n)
-    means = np.concatenate([x[rng.integers(0, n, (min(chunk, resamples - done), n))].mean(axis=1)
-                            for done in range(0, resamples, chunk)])
+    means = np.concatenate([x[idx].mean(axis=1) for idx in resample_indices(n, resamples, seed)])
     low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
+
+
+def resample_indices(n: int, count: int = RESAMPLES, seed: int = SEED) -> Iterator[np.ndarray]:
+    """The bootstrap's item indices in (r, n) batches of at most _CHUNK_VALUES: resample i is the i-th
+    `integers(0, n, n)` of default_rng(seed), so every figure of the same items (one result's, or two compared
+    paired: core.evaluation.paired) draws the same items."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK_VALUES // max(n, 1))
+    for done in range(0, count, chunk):
+        yield rng.integers(0, n, (min(chunk, count - done), n))
 
 
 def target_intervals(target_polarity: np.ndarray, target_similarity: np.ndarray) -> dict:
