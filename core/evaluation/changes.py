@@ -92,8 +92,7 @@ def changed_items(before: dict, after: dict, corpus: Corpus | PairCorpus | ListC
     arrays_b, arrays_a = per_item.load(before), per_item.load(after)
     if arrays_b is None or arrays_a is None or not per_item.same_items(before, after, group):
         return None
-    size = {"texts": lambda: len(corpus.test_texts), "pairs": lambda: len(corpus.test),
-            "lists": lambda: len(corpus.test.lists)}[group]()
+    size = len(corpus.test_texts) if group == "texts" else len(corpus.test)
     first = next((a for name, a in arrays_b.items() if per_item.GROUPS[name] == group), None)
     if first is None or len(first) != size:  # the file changed since the run evaluated it: other items
         return None
