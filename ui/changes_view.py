@@ -16,11 +16,13 @@ from ui.state import session_cache
 SHOWN = 200  # rows drawn in the page's table; the CSV holds them all
 
 
-def _corpus(run: Run):
-    """The run's corpus, read once per session (a large file takes seconds)."""
-    cache = session_cache("changes_corpus")
+def _changed(run: Run):
+    """The run's changed items, computed once per session: a finished run's evaluations do not change, and reading
+    its corpus (a large file takes seconds) and per-item arrays on every rerun would."""
+    cache = session_cache("changed_items")
     if run.id not in cache:
-        cache[run.id] = load_run_corpus(TrainConfig.from_dict(run.config))
+        corpus = load_run_corpus(TrainConfig.from_dict(run.config))
+        cache[run.id] = changed_items(run.before or {}, run.metrics_after or {}, corpus)
     return cache[run.id]
 
 
@@ -28,7 +30,7 @@ def changed_items_section(run: Run, key: str) -> None:
     """Which test items got worse (and better): flipped kNN predictions with their neighbours, pairs by rank-error
     growth, lists that lost their order."""
     try:
-        frame = changed_items(run.before or {}, run.metrics_after or {}, _corpus(run))
+        frame = _changed(run)
     except UserError as exc:
         st.caption(f"The changed items need the run's corpus, which cannot be read now: {exc}")
         return
