@@ -42,8 +42,9 @@ def test_the_bootstrap_equals_a_direct_loop_over_resamples():
     for _ in range(500):  # resample i is the i-th integers(0, n, n)
         idx = draws.integers(0, 37, 37)
         deltas.append(100 * (b["polarity"][idx].mean() - a["polarity"][idx].mean()))
-    deltas = np.array(deltas)
-    assert (low, high) == pytest.approx(tuple(np.quantile(deltas, [0.025, 0.975])), abs=1e-12)
+    deltas = np.sort(deltas)
+    # t = ceil(500 x 0.025) = 13: the 13th smallest and the 13th largest resampled difference
+    assert (low, high) == pytest.approx((deltas[12], deltas[-13]), abs=1e-12)
     assert p == pytest.approx(min(1.0, 2 * min((deltas <= 0).mean(), (deltas >= 0).mean())))
 
 
@@ -83,7 +84,8 @@ def test_mcnemar_is_the_exact_binomial_of_the_items_that_changed_side():
 
 def _result(of: dict, ref: str, arrays: dict, **figures) -> dict:
     per_item.save(ref, arrays)
-    return {**figures, "items": {"ref": ref, "of": of}}
+    conditions = {"k": 16, "discount": "linear", "knn_k": 10, "knn_metric": "euclidean", "judge": "j", "train": "t"}
+    return {**figures, "items": {"ref": ref, "of": of, "conditions": conditions, "content": per_item.CONTENT_VERSION}}
 
 
 def test_a_result_against_itself_differs_by_zero_with_interval_zero_and_p_one():
@@ -103,8 +105,8 @@ def test_figures_of_other_items_or_without_arrays_are_named_not_compared():
     a = _result({"pairs": "stsb"}, "a", arrays, sts_spearman=100.0)
     other = _result({"pairs": "sick"}, "b", arrays, sts_spearman=100.0)
     diffs, notes = compare(a, other)
-    assert diffs == [] and notes == ["sts_spearman: the two evaluations scored different pairs"]
-    old = {"sts_spearman": 90.0, "items": {"ref": "gone", "of": {"pairs": "stsb"}}}
+    assert diffs == [] and notes == ["STS Spearman not compared: the two evaluations scored different pairs"]
+    old = {"sts_spearman": 90.0, "items": {**a["items"], "ref": "gone"}}
     diffs, notes = compare(a, old)
     assert diffs == [] and "not kept for one evaluation" in notes[0]
 
@@ -204,8 +206,9 @@ def test_per_class_differences_equal_a_direct_loop_and_reach_the_per_class_table
             right_a = (a["knn_pred"][idx] == labels[idx])[mask].mean()
             right_b = (b["knn_pred"][idx] == labels[idx])[mask].mean()
             deltas.append(right_b - right_a)
-    low, high = np.quantile(deltas, [0.025, 0.975])
-    assert (rows[0]["recall"]["ci_low"], rows[0]["recall"]["ci_high"]) == pytest.approx((low, high))
+    deltas = np.sort(deltas)
+    t = math.ceil(len(deltas) * 0.025)  # the order statistics paired._interval_and_p takes
+    assert (rows[0]["recall"]["ci_low"], rows[0]["recall"]["ci_high"]) == pytest.approx((deltas[t - 1], deltas[-t]))
     frame = per_class_frame(run.before, run.metrics_after)
     column = "kNN recall change 95% CI, p"
     assert column in frame and all(text.startswith("[") and ", p " in text for text in frame[column])

@@ -114,6 +114,8 @@ def _paired_text(metric: Metric, difference: dict | None) -> str:
     """A paired difference's interval and p-value (its value has its own column); '–' where it has none."""
     if difference is None:
         return "–"
+    if difference["p_value"] is None and difference["ci_low"] is None:
+        return "too few items to judge"
     return f"{metric.interval_text(difference['ci_low'], difference['ci_high'])}, {p_text(difference['p_value'])}"
 
 

@@ -198,7 +198,8 @@ def cmd_compare(args) -> dict:
     if not diffs and not notes:
         raise UserError(f"{names[0]} and {names[1]} report no figure in common (one is a labelled-text run, the "
                         "other a pair or list run?); compare runs on the same corpus.")
-    return {"a": names[0], "b": names[1], "metrics": [d.as_dict() for d in diffs], "notes": notes}
+    return {"a": names[0], "b": names[1], "k": before.get("k"), "metrics": [d.as_dict() for d in diffs],
+            "notes": notes}
 
 
 def print_evaluate(r: dict) -> None:
@@ -281,7 +282,7 @@ def print_compare(r: dict) -> None:
     for d in r["metrics"]:
         m = metric[d["name"]]
         extra = "" if d["mcnemar_p"] is None else f" (McNemar {p_text(d['mcnemar_p'])})"
-        print(f"  {m.short.format(k=16):<18} {m.text(d['a'])} -> {m.text(d['b'])}  "
+        print(f"  {m.short.format(k=r.get('k') or 'k'):<18} {m.text(d['a'])} -> {m.text(d['b'])}  "
               f"{m.difference_text(d['delta'], d['ci_low'], d['ci_high'], d['p_value'])}{extra}  n = {d['n']}")
     for note in r["notes"]:
-        print(f"  not compared: {note}")
+        print(f"  note: {note}")

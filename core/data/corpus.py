@@ -33,6 +33,7 @@ HOLDOUT_FRACTION = 0.1
 SPLIT_SEED = 0
 LONG_TEXT_CHARS = 1000
 LEAK_EXAMPLES = 5  # leaked texts quoted in the report
+FEW_TARGETS = 30  # fewer target texts (or lists): every figure over them, and any difference of two, is rough
 MAX_JSON_DEPTH = 100  # a cell nested deeper could make str() or repr() of it hit the recursion limit later
 
 TEXT_NAMES = ("text", "sentence", "headline", "document", "content", "review", "question", "body",
@@ -576,6 +577,7 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
                             "dropping them would leave nothing to evaluate on; keep them or fix the split.")
         target = np.setdiff1d(target, leaked)
 
+    warnings += _target_warnings(label_arr[train], label_arr[target], target_split)
     classes = _sorted_classes(set(label_arr))
     code = {c: i for i, c in enumerate(classes)}
     codes = np.array([code[c] for c in label_arr], dtype=np.int64)
@@ -594,6 +596,32 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
                     target_split=target_split, report=report)
     stage(len(BUILD_STAGES))
     return corpus
+
+
+def few_targets_warning(n: int, what: str) -> str | None:
+    """A warning where fewer than FEW_TARGETS target texts or lists score a model, with how wide a share's 95%
+    interval is there (near 50%, normal approximation); `what` names them ("test texts")."""
+    if n >= FEW_TARGETS:
+        return None
+    half = 100 * 1.96 * math.sqrt(0.25 / max(n, 1))
+    return (f"Only {n} {what} score a model, so every figure over them is rough: an accuracy near 50% is known to "
+            f"about ±{half:.0f} points, and a difference between two models is given no interval below 10; "
+            f"{FEW_TARGETS} or more make them dependable.")
+
+
+def _target_warnings(train_labels: np.ndarray, target_labels: np.ndarray, target_split: str) -> list[str]:
+    """Target figures that cannot mean what they say: too few target texts, or target classes no training text has
+    (no neighbour can carry their label, so P@k is 0 and the kNN vote wrong for each of their texts)."""
+    out = [w] if (w := few_targets_warning(len(target_labels), f"{target_split} texts")) else []
+    unseen = sorted(set(target_labels.tolist()) - set(train_labels.tolist()), key=str)
+    if unseen:
+        n = int(np.isin(target_labels, unseen).sum())
+        named = ", ".join(shorten(str(c), 40) for c in unseen[:5]) + (", …" if len(unseen) > 5 else "")
+        out.append(f"{len(unseen)} {target_split} class{'es have' if len(unseen) > 1 else ' has'} no training text "
+                   f"({named}; {n:,} {target_split} text{'s' if n > 1 else ''}): no neighbour can carry "
+                   f"{'their labels' if len(unseen) > 1 else 'its label'}, so P@k and the kNN vote cannot be right "
+                   "for those texts; give the class training rows, or leave it out.")
+    return out
 
 
 def clean_texts(series: pd.Series, col: str) -> pd.Series:

@@ -37,6 +37,7 @@ from core.data.corpus import (
     check_unique_names,
     clean_splits,
     clean_texts,
+    few_targets_warning,
     is_missing,
     names_by_lower,
     read_file,
@@ -268,6 +269,8 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
     def part(rows: np.ndarray) -> ListSplit:
         return ListSplit(ids=[order[i] for i in rows], lists=[lists[order[i]] for i in rows])
 
+    if few := few_targets_warning(len(target), f"{target_split} lists"):
+        warnings.append(few)
     report = ListReport(source="list file", rows_read=len(df), lists_kept=len(lists) - leaked_dropped, skipped=0,
                         split_source=source, warnings=warnings, leaked=len(leaked_rows), leaked_dropped=leaked_dropped,
                         leaked_examples=[lists[order[i]][0] for i in leaked_rows[:LEAK_EXAMPLES]],

@@ -21,16 +21,16 @@ from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.evaluation import items as per_item
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate
-from core.evaluation.items import ITEMS, ITEMS_OF
+from core.evaluation.items import CONDITIONS, CONTENT_VERSION, ITEMS, ITEMS_OF, items_key
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
 from core.evaluation.uncertainty import bootstrap_mean_ci, json_interval, proportion_ci, spearman_ci
-from core.models.loading import model_fingerprint
+from core.models.loading import model_fingerprint, source_name
 from core.models.rates import EncodeClock, record_rate
 from core.storage import cached_json, key_hash, result_entry
 
 AnyCorpus = Union[Corpus, PairCorpus, ListCorpus]
-RESULT_VERSION = 4  # part of the result cache's key: raise it when what an evaluation returns changes
+RESULT_VERSION = 5  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
 def evaluation_texts(corpus: AnyCorpus, settings: EvalSettings = EvalSettings(), sts: PairCorpus | None = None,
@@ -61,7 +61,11 @@ def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progre
     else:
         result = evaluate(model, reference, corpus, settings, progress=progress, layers=layers)
         result["kind"] = "labelled"
-        result[ITEMS_OF] = {"texts": key_hash([corpus.fingerprint, asdict(settings)])}
+        result[ITEMS_OF] = {"texts": items_key([corpus.classes[c] for c in corpus.test_labels], corpus.test_texts)}
+        sample = eval_sets(corpus, settings)
+        result[CONDITIONS] = {"k": result["k"], "discount": result["discount"], "knn_k": settings.knn_k,
+                              "knn_metric": settings.knn_metric, "judge": model_fingerprint(reference),
+                              "train": key_hash([sample.train_texts, [corpus.classes[c] for c in sample.train_labels]])}
     parts = []
     if lists is not None and lists is not corpus:
         parts.append(ordering_metrics(model, lists, progress=report("target lists")))
@@ -143,11 +147,13 @@ def evaluate_corpus(model, reference, corpus: AnyCorpus, settings: EvalSettings 
         result = _timed(model, reference, corpus, settings, progress, sts, lists, layers)
         ref = key_hash(key)  # the per-item arrays are stored apart; the result names them
         per_item.save(ref, result.pop(ITEMS, {}))
-        result["items"] = {"ref": ref, "of": result.pop(ITEMS_OF, {})}
+        result["items"] = {"ref": ref, "of": result.pop(ITEMS_OF, {}), "conditions": result.pop(CONDITIONS, {}),
+                           "content": CONTENT_VERSION}
         return result
 
     stored = cached_json(result_entry(key), compute)
     result = {k: v for k, v in stored.items() if k != "timing"}
     if timing is not None:
         timing.update(stored.get("timing") or {}, cached=not computed)
-    return {**result, "model": model_name or getattr(model, "contrastlab_source", "model")}
+    judge = {"judge": source_name(reference)} if labelled else {}  # S@k's judge, by name as the model is
+    return {**result, "model": model_name or getattr(model, "contrastlab_source", "model"), **judge}

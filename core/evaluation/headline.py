@@ -55,9 +55,13 @@ class Metric:
 
     def difference_text(self, delta: float, low: float | None, high: float | None, p: float | None) -> str:
         """A paired difference (core.evaluation.paired) in the shown unit, with its 95% interval and p-value:
-        "+1.2 pp [+0.3, +2.1], p = 0.012"."""
+        "+1.2 pp [+0.3, +2.1], p = 0.012"; "+1.2 pp (too few items to judge)" where neither is given
+        (core.evaluation.paired.MIN_ITEMS)."""
         scale, d = (100 if self.percent else 1), self.digits + 1
-        return f"{delta * scale:+.{d}f}{' pp' if self.percent else ''} {self.interval_text(low, high)}, {p_text(p)}"
+        shown = f"{delta * scale:+.{d}f}{' pp' if self.percent else ''}"
+        if low is None and high is None and p is None:
+            return f"{shown} (too few items to judge)"
+        return f"{shown} {self.interval_text(low, high)}, {p_text(p)}"
 
     def text(self, value: float) -> str:
         """The value as tables and cards show it: scaled, rounded, with its unit (a change: change_text)."""

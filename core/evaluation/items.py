@@ -5,18 +5,21 @@ anything again.
 A computation hands its per-item arrays to `evaluate_corpus` under ITEMS; they are stored beside the cached result as
 one cache entry, and the result keeps only a reference to them (`result["items"]`): the run store, whose rows every
 page reads, never holds per-item arrays. Each array belongs to a GROUP of items (the labelled corpus's test texts,
-the scored pairs, the target lists); the result records which items each group holds (`of`), so arrays are only
-ever compared with arrays of the same items.
+the scored pairs, the target lists); the result records which items each group holds (`of`: a hash of the items'
+content in order, whatever the training rows beside them), so arrays are only ever compared with arrays of the same
+items, and the settings a figure also depends on (`conditions`: k, discount, the kNN metric, the judge of S@k, the
+training sample), so two figures computed another way are never compared as if they were one.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from core.storage import items_entry, load_arrays, save_arrays
+from core.storage import items_entry, key_hash, load_arrays, save_arrays
 
 ITEMS = "_items"  # where a computation hands its arrays to evaluate_corpus (never stored in the result)
 ITEMS_OF = "_items_of"  # and which items each group holds
+CONDITIONS = "_conditions"  # and what else its figures depend on
 GROUPS = {  # per-item array: the group of items it has one value for
     "polarity": "texts",  # P of each target text, in [0, 1]
     "similarity": "texts",  # S of each target text, in [0, 1]
@@ -28,6 +31,7 @@ GROUPS = {  # per-item array: the group of items it has one value for
     "list_exact": "lists",  # 1 where every ordered row of the list is in order
     "list_tau": "lists",  # the list's mean Kendall tau
 }
+CONTENT_VERSION = 1  # results whose `of` names items by content carry it as items["content"]
 NEIGHBOURS = 3  # nearest neighbours kept per test text: enough to show why a prediction flipped
 
 
@@ -45,7 +49,20 @@ def load(result: dict) -> dict[str, np.ndarray] | None:
     return load_arrays(items_entry(ref)) if ref else None
 
 
+def items_key(*content: object) -> str:
+    """Names a group's items by their content in order (texts with their labels, pairs with their scores, lists with
+    their members): two evaluations of the same items match whatever else their corpora hold."""
+    return key_hash(["items", CONTENT_VERSION, *content])
+
+
 def same_items(a: dict, b: dict, group: str) -> bool:
     """Whether two results' arrays of `group` describe the same items, in the same order."""
     of_a, of_b = ((r.get("items") or {}).get("of") or {} for r in (a, b))
     return of_a.get(group) is not None and of_a.get(group) == of_b.get(group)
+
+
+def conditions(result: dict) -> dict | None:
+    """What a result's figures depend on beside their items (k, discount, knn_k, knn_metric, judge, train); None for a
+    result stored before items were named by content, whose `of` cannot be matched with a newer one's."""
+    items = result.get("items") or {}
+    return items.get("conditions") if items.get("content") == CONTENT_VERSION else None

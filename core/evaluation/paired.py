@@ -7,9 +7,14 @@ the percentiles of those differences. Item-to-item variation common to both mode
 interval of a difference is much narrower than the two figures' own intervals side by side.
 
 The two-sided p-value is the bootstrap's: twice the smaller share of resampled differences on either side of zero
-(at most 1), so p < 0.05 exactly when the 95% percentile interval excludes 0. For kNN accuracy and exact order,
-which are shares of right / wrong items, McNemar's exact test on the items that changed side is given beside it as
-a cross-check.
+(at most 1). The interval's bounds are order statistics of the same sorted differences (the 25th smallest and the
+25th largest of 1,000), so p < 0.05 exactly when the interval excludes 0, by construction rather than up to the
+interpolation of a quantile. For kNN accuracy and exact order, which are shares of right / wrong items, McNemar's
+exact test on the items that changed side is given beside it as a cross-check.
+
+Only like is compared with like: the same items (matched by content, core.evaluation.items), the same judge of S@k,
+the same k, discount and kNN metric; anything else is named in a note instead. Below MIN_ITEMS items no interval or
+p-value is given, and below FEW_ITEMS a note says they are rough.
 """
 
 from __future__ import annotations
@@ -21,12 +26,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.stats import binomtest, rankdata
 
+from core.data.corpus import FEW_TARGETS
 from core.evaluation import items as per_item
 from core.evaluation.headline import HEADLINE
 from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED, resample_indices
 from core.storage import cached_json, items_entry, result_entry
 
-VERSION = 2  # part of a stored comparison's key: raise it when what compare returns changes
+HEADLINE_BY_KEY = {m.key: m for m in HEADLINE}
+VERSION = 3  # part of a stored comparison's key: raise it when what compare returns changes
+MIN_ITEMS = 10  # fewer test items: no interval or p-value (one item "differs" with p < 0.001 otherwise)
+FEW_ITEMS = FEW_TARGETS  # fewer: the interval and p-value are given with a note that they are rough
 
 # A figure from one evaluation's per-item arrays at a batch of resamples: (r, n) item indices -> r values, in the
 # units the result reports the figure in.
@@ -55,17 +64,21 @@ def _spearman(arrays: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
 class Figure:
     statistic: Statistic
     group: str  # the items it is computed over (core.evaluation.items.GROUPS)
+    depends: tuple[str, ...] = ()  # the conditions (core.evaluation.items.conditions) it is computed under
     right: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None  # per-item right / wrong: McNemar applies
 
 
 FIGURES: dict[str, Figure] = {  # every figure an evaluation reports that has per-item arrays, in result units
-    "polarity": Figure(_mean("polarity", 100), "texts"),
-    "similarity": Figure(_mean("similarity", 100), "texts"),
-    "knn_accuracy": Figure(_knn_right, "texts", lambda a: a["knn_pred"] == a["knn_label"]),
+    "polarity": Figure(_mean("polarity", 100), "texts", ("k", "discount")),
+    "similarity": Figure(_mean("similarity", 100), "texts", ("k", "discount", "judge")),
+    "knn_accuracy": Figure(_knn_right, "texts", ("knn_k", "knn_metric"), lambda a: a["knn_pred"] == a["knn_label"]),
     "sts_spearman": Figure(_spearman, "pairs"),
-    "ordering_accuracy": Figure(_mean("list_exact", 1), "lists", lambda a: a["list_exact"] > 0.5),
+    "ordering_accuracy": Figure(_mean("list_exact", 1), "lists", right=lambda a: a["list_exact"] > 0.5),
     "kendall_tau": Figure(_mean("list_tau", 1), "lists"),
 }
+CONDITION_WORDS = {"k": "k", "discount": "rank discount", "knn_k": "the kNN vote's k", "knn_metric": "kNN metric"}
+ITEM_WORDS = {"texts": ("test text", "test texts"), "pairs": ("test pair", "test pairs"),
+              "lists": ("test list", "test lists")}
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,7 @@ class Difference:
     ci_high: float
     p_value: float
     n: int  # items resampled
-    mcnemar_p: float | None = None  # right / wrong figures only
+    mcnemar_p: float | None = None  # right / wrong figures only; like the interval, none below MIN_ITEMS items
 
     def as_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -93,13 +106,18 @@ def paired_bootstrap(statistic: Statistic, a: dict[str, np.ndarray], b: dict[str
 
 def _interval_and_p(deltas: np.ndarray, level: float) -> tuple[float, float, float]:
     """The percentile interval and two-sided p-value of resampled differences (NaN ones, from a resample where the
-    figure is undefined, left out); all NaN when none is left."""
-    deltas = deltas[np.isfinite(deltas)]
-    if len(deltas) == 0:
+    figure is undefined, left out); all NaN when too few are left to place both bounds.
+
+    With R differences sorted and t = ceil(R (1 - level) / 2), the bounds are the t-th smallest and the t-th largest;
+    p = 2 min(#(d <= 0), #(d >= 0)) / R. The low bound is above 0 exactly when at most t - 1 differences are <= 0,
+    which is exactly when p < 1 - level on that side; so the two never disagree."""
+    deltas = np.sort(deltas[np.isfinite(deltas)])
+    r = len(deltas)
+    t = max(1, math.ceil(round(r * (1 - level) / 2, 9)))
+    if r < 2 * t:
         return math.nan, math.nan, math.nan
-    low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
-    p = min(1.0, 2 * min(float((deltas <= 0).mean()), float((deltas >= 0).mean())))
-    return float(low), float(high), p
+    p = min(1.0, 2 * min(int((deltas <= 0).sum()), int((deltas >= 0).sum())) / r)
+    return float(deltas[t - 1]), float(deltas[r - t]), p
 
 
 def mcnemar(right_a: np.ndarray, right_b: np.ndarray) -> float:
@@ -116,30 +134,88 @@ def _arrays(a: dict, b: dict, arrays: Arrays | None) -> Arrays:
     return arrays if arrays is not None else (per_item.load(a), per_item.load(b))
 
 
+def figure_name(name: str, result: dict) -> str:
+    """A figure as its evaluation names it: P@k and S@k with that evaluation's own k ("P@5")."""
+    return HEADLINE_BY_KEY[name].short.format(k=result.get("k", "k"))
+
+
+def _unlike(name: str, figure: Figure, a: dict, b: dict) -> str | None:
+    """Why figure `name` of results a and b is not one figure computed two ways (its conditions differ), or None."""
+    cond_a, cond_b = per_item.conditions(a), per_item.conditions(b)
+    if (cond_a is None) != (cond_b is None):
+        return ("one evaluation was stored before test items were matched by their content; evaluate it again to "
+                "compare")
+    if cond_a is None:  # both older: their `of` held the corpus and settings, but not the judge of S@k
+        return "stored before S@k's judge was recorded; evaluate again to compare" if "judge" in figure.depends \
+            else None
+    differ = [c for c in figure.depends if cond_a.get(c) != cond_b.get(c)]
+    if "judge" in differ:
+        names = (a.get("judge", "?"), b.get("judge", "?"))
+        same = " (two models of one name)" if names[0] == names[1] else ""
+        return (f"judged by different reference models ({names[0]} vs {names[1]}{same}); S@k measures closeness "
+                "by its judge, so a change of judge is not a change of the model")
+    if differ:
+        return "computed with another " + " and ".join(
+            f"{CONDITION_WORDS[c]} ({cond_a.get(c)} vs {cond_b.get(c)})" for c in differ)
+    return None
+
+
+def _training_note(a: dict, b: dict, compared: list[Difference]) -> list[str]:
+    """A note where compared text figures come from evaluations whose training sample differs (the kNN votes and the
+    P@k pool are drawn from it)."""
+    cond_a, cond_b = per_item.conditions(a) or {}, per_item.conditions(b) or {}
+    texts = [d for d in compared if FIGURES[d.name].group == "texts"]
+    if not texts or cond_a.get("train") == cond_b.get("train"):
+        return []
+    return ["same test texts, other training texts: the kNN votes and the P@k pool of each come from its own "
+            "training split"]
+
+
+def _size_note(name: str, n: int, group: str) -> str | None:
+    """Why a difference over n items has no interval (below MIN_ITEMS) or a rough one (below FEW_ITEMS)."""
+    one, many = ITEM_WORDS[group]
+    items = f"{n} {one if n == 1 else many}"
+    if n < MIN_ITEMS:
+        return f"{name}: n = {items}: too few to judge a difference (no interval or p-value below {MIN_ITEMS})"
+    if n < FEW_ITEMS:
+        return f"{name}: only {items}: its interval and p-value are rough ({FEW_ITEMS} or more make them dependable)"
+    return None
+
+
 def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, arrays: Arrays | None = None
             ) -> tuple[list[Difference], list[str]]:
-    """The paired differences b - a of every figure both evaluation results report on the same items, and a note
-    for each figure both report that cannot be compared paired (other items, or no per-item arrays kept);
-    `arrays`: the two results' per-item arrays where the caller has read them already."""
+    """The paired differences b - a of every figure both evaluation results report on the same items under the same
+    conditions, and a note for each figure both report that is not compared (other items, another judge, k,
+    discount or kNN metric, no per-item arrays kept) or whose items are few; `arrays`: the two results' per-item
+    arrays where the caller has read them already."""
     arrays_a, arrays_b = _arrays(a, b, arrays)
     out, notes = [], []
     for name, figure in FIGURES.items():
         if a.get(name) is None or b.get(name) is None:
             continue
+        shown = figure_name(name, a) if a.get("k") == b.get("k") else f"{figure_name(name, a)} / {figure_name(name, b)}"
+        if (why := _unlike(name, figure, a, b)) is not None:
+            notes.append(f"{shown} not compared: {why}")
+            continue
         if not per_item.same_items(a, b, figure.group):
-            notes.append(f"{name}: the two evaluations scored different {figure.group}")
+            notes.append(f"{shown} not compared: the two evaluations scored different {figure.group}")
             continue
         if arrays_a is None or arrays_b is None:
-            notes.append(f"{name}: per-item figures are not kept for "
+            notes.append(f"{shown} not compared: per-item figures are not kept for "
                          f"{'both evaluations' if arrays_a is None and arrays_b is None else 'one evaluation'} "
                          "(evaluated before they were, or the cache was cleared); evaluate again to compare")
             continue
         n = len(next(v for k, v in arrays_a.items() if per_item.GROUPS[k] == figure.group))
+        va, vb = float(a[name]), float(b[name])
+        if (note := _size_note(shown, n, figure.group)) is not None:
+            notes.append(note)
+        if n < MIN_ITEMS:
+            out.append(Difference(name, va, vb, vb - va, math.nan, math.nan, math.nan, n))
+            continue
         low, high, p = paired_bootstrap(figure.statistic, arrays_a, arrays_b, n, count, seed)
         exact = None if figure.right is None else mcnemar(figure.right(arrays_a), figure.right(arrays_b))
-        va, vb = float(a[name]), float(b[name])
         out.append(Difference(name, va, vb, vb - va, low, high, p, n, exact))
-    return out, notes
+    return out, notes + _training_note(a, b, out)
 
 
 def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
@@ -149,7 +225,9 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
     varying number of each class; one holding none of a class leaves it out). Empty without per-item arrays of the
     same test texts; `arrays` as in compare."""
     arrays_a, arrays_b = _arrays(a, b, arrays)
-    if arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts") or "knn_label" not in arrays_a:
+    if (arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts") or "knn_label" not in arrays_a
+            or _unlike("knn_accuracy", FIGURES["knn_accuracy"], a, b) or _unlike("polarity", FIGURES["polarity"], a, b)
+            or len(arrays_a["knn_label"]) < MIN_ITEMS):
         return []
     labels = arrays_a["knn_label"]
     right = {"a": arrays_a["knn_pred"] == labels, "b": arrays_b["knn_pred"] == labels}
@@ -198,6 +276,5 @@ def change_texts(a: dict | None, b: dict | None) -> dict[str, str]:
     p = 0.012"); empty where either result is missing."""
     if not a or not b:
         return {}
-    metric = {m.key: m for m in HEADLINE}
-    return {d["name"]: metric[d["name"]].difference_text(d["delta"], d["ci_low"], d["ci_high"], d["p_value"])
+    return {d["name"]: HEADLINE_BY_KEY[d["name"]].difference_text(d["delta"], d["ci_low"], d["ci_high"], d["p_value"])
             for d in compared(a, b)["metrics"]}

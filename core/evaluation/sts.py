@@ -10,7 +10,7 @@ from scipy.stats import spearmanr
 from core.data.mining import unit_rows
 from core.data.pairs import PairCorpus
 from core.errors import UserError
-from core.evaluation.items import ITEMS, ITEMS_OF
+from core.evaluation.items import ITEMS, ITEMS_OF, items_key
 from core.models.encode import encode_cached
 
 
@@ -48,7 +48,7 @@ def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | 
         return {"sts_spearman": None}
     gold = np.asarray(pairs.test.scores, dtype=np.float64)
     return {"sts_spearman": 100 * float(spearmanr(cosine, gold).statistic),
-            ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold}, ITEMS_OF: {"pairs": pairs.fingerprint}}
+            ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold}, ITEMS_OF: {"pairs": items_key(pairs.test.text1, pairs.test.text2, gold)}}
 
 
 def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64,

@@ -165,6 +165,12 @@ def load_model(name: str | None = None, device: str | None = None):
     return model
 
 
+def source_name(model) -> str:
+    """The name a loaded model is known by in notes and tables: its folder's name ("all-MiniLM-L6-v2")."""
+    source = getattr(model, "contrastlab_source", None)
+    return Path(source).name if source else "model"
+
+
 def model_fingerprint(model) -> str:
     """Hash of the weights, so caches notice a fine-tuned model even at the same path."""
     digest = hashlib.sha256()
