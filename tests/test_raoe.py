@@ -51,10 +51,24 @@ def test_rank_term_with_interval_zero_is_cosent_on_embeddings(tiny_model) -> Non
     assert got.item() == pytest.approx(expected.item(), abs=1e-5)
 
 
-def test_rank_term_with_interval_zero_is_cosent_on_a_model_batch(fresh_model) -> None:
+@pytest.mark.parametrize("interval", [0, 0.125], ids=["I=0", "I_eff=0.125"])
+def test_rank_term_below_one_rank_is_cosent_with_tied_scores(tiny_model, interval: float) -> None:
+    torch.manual_seed(3)
+    embeddings = [torch.randn(32, 8), torch.randn(32, 8)]
+    scores = torch.randint(0, 6, (32,)).float()  # STS-B-like: whole gold scores 0..5, many tied
+    assert len(set(scores.tolist())) < 32
+    ordinal = torch.randint(0, 3, (32,)).float()
+    raoe = RAOELoss(tiny_model, tau=20.0, interval=interval, w_angle=0.0)
+    expected = CoSENTLoss(tiny_model, scale=20.0).compute_loss_from_embeddings(embeddings, scores)
+    got = raoe.compute_loss_from_embeddings(embeddings, torch.stack((scores, ordinal), dim=1))
+    assert expected.item() > 1.0
+    assert got.item() == pytest.approx(expected.item(), abs=1e-5)
+
+
+def test_rank_term_with_interval_zero_is_cosent_on_a_model_batch_with_tied_scores(fresh_model) -> None:
     fresh_model.eval()  # no dropout: the two losses must see the same embeddings
     features = [fresh_model.tokenize(TEXTS1), fresh_model.tokenize(TEXTS2)]
-    scores = torch.linspace(0.9, 0.1, len(TEXTS1))
+    scores = torch.tensor([5.0, 3.8, 3.8, 0.0, 2.4, 3.8, 0.0, 1.6])  # gold STS scores, some of them tied
     ordinal = torch.tensor([0, 0, 2, 0, 1, 1, 2, 2], dtype=torch.float32)
     got = RAOELoss(fresh_model, interval=0, w_angle=0.0)(features, torch.stack((scores, ordinal), dim=1))
     expected = CoSENTLoss(fresh_model, scale=20.0)(features, scores)
@@ -124,13 +138,14 @@ def test_gated_share_is_nan_without_label_ordered_pairs(tiny_model) -> None:
     assert gated_share(torch.tensor([0.1, 0.9]), torch.tensor([1.0, 0.0])) == 1.0
 
 
-def test_ranks_break_ties_by_position_and_pairs_need_more_than_the_interval() -> None:
+def test_rank_pairs_need_a_higher_score_and_more_than_the_interval() -> None:
     scores = torch.tensor([0.5, 0.2, 0.5, 0.9])
     assert batch_ranks(scores).tolist() == [1, 0, 2, 3]  # the two 0.5s rank by position
     assert batch_ranks(torch.zeros(64)).tolist() == list(range(64))
-    # mask[i][j]: r_j - r_i > I, i.e. pair j must get the higher cosine.
+    # mask[i][j]: s_j > s_i and r_j - r_i > I, i.e. pair j must get the higher cosine. The tied 0.5s never pair up,
+    # but their ranks still count: at I = 1, 0.2 pairs with the second 0.5 (2 ranks up), not the first (1 up).
     expected = {
-        0: [[0, 0, 1, 1], [1, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]],
+        0: [[0, 0, 0, 1], [1, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]],
         1: [[0, 0, 0, 1], [0, 0, 1, 1], [0, 0, 0, 0], [0, 0, 0, 0]],
         2: [[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0]],
     }
@@ -138,12 +153,19 @@ def test_ranks_break_ties_by_position_and_pairs_need_more_than_the_interval() ->
         assert rank_pair_mask(scores, interval).int().tolist() == mask, interval
 
 
-def test_tied_scores_enter_the_rank_term_by_position(tiny_model) -> None:
-    cosines = torch.tensor([0.9, 0.1], dtype=torch.float64)
+def test_equal_scores_never_pair_in_the_rank_mask() -> None:
+    kept = rank_pair_mask(torch.tensor([1.0, 1.0, 2.0]), 0.125)
+    assert {(i, j) for i, j in kept.nonzero().tolist()} == {(0, 2), (1, 2)}
+    assert not rank_pair_mask(torch.zeros(64), 0).any()
+
+
+@pytest.mark.parametrize("interval", [0, 0.125])
+def test_tied_scores_never_enter_the_rank_term(tiny_model, interval: float) -> None:
+    cosines = torch.tensor([0.9, 0.1], dtype=torch.float64)  # were ties ranked by position, 1 should beat 0
     embeddings = _pairs_at_angles(torch.arccos(cosines).tolist())
-    loss = RAOELoss(tiny_model, tau=20.0, interval=0, w_angle=0.0)
+    loss = RAOELoss(tiny_model, tau=20.0, interval=interval, w_angle=0.0)
     got = loss.compute_loss_from_embeddings(embeddings, _labels([0.5, 0.5], [0, 0], dtype=torch.float64))
-    assert got.item() == pytest.approx(math.log1p(math.exp(20.0 * (0.9 - 0.1))), rel=1e-9)
+    assert got.item() == 0.0  # log(1 + an empty sum)
 
 
 def test_the_loss_is_the_weighted_sum_of_its_terms(tiny_model) -> None:

@@ -3,7 +3,8 @@
 Each batch row is a pair (text1, text2) with two labels: a continuous score ``s`` (higher = MORE related, e.g. a
 teacher's cosine or a gold STS score) and an ordinal label ``l`` (0 = MOST related, e.g. NLI entailment 0 <
 neutral 1 < contradiction 2). The two run in opposite directions on purpose; the masks below name the direction
-each comparison expects.
+each comparison expects. L_rank never orders two equal scores: they say nothing about which pair should be the
+more related one (the released code orders tied scores by batch position; we do not).
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ def batch_ranks(scores: Tensor) -> Tensor:
 
 
 def rank_pair_mask(scores: Tensor, interval: float) -> Tensor:
-    """mask[i, j]: pair j outranks pair i by more than ``interval`` ranks (r_j - r_i > interval), so its cosine
-    should be the higher one. Rank differences are whole numbers, so a fractional interval (a scaled I_eff) keeps
-    the pairs more than its whole part apart: 0.125 keeps every ordered pair, 2.5 those 3 or more ranks apart."""
+    """mask[i, j]: pair j scores higher (s_j > s_i) and outranks pair i by more than ``interval`` ranks
+    (r_j - r_i > interval), so its cosine should be the higher one. Equal scores say nothing about order, so a tied
+    pair never enters, whatever its ranks (which count ties by position); at interval 0 these are CoSENT's pairs.
+    Rank differences are whole numbers, so a fractional interval (a scaled I_eff) keeps the pairs more than its
+    whole part apart: 0.125 keeps every pair with s_j > s_i, 2.5 those also 3 or more ranks apart."""
     ranks = batch_ranks(scores)
-    return (ranks[None, :] - ranks[:, None]) > interval
+    return (scores[:, None] < scores[None, :]) & ((ranks[None, :] - ranks[:, None]) > interval)
 
 
 def gate_pair_mask(scores: Tensor, ordinal: Tensor, gate: str = "both") -> Tensor:
@@ -78,17 +81,18 @@ class RAOELoss(nn.Module):
     With c_i the cosine of pair i, r_i the ascending rank of s_i in the batch (ties by position) and
     theta_i = arccos(c_i):
 
-    - L_rank = log(1 + sum over (i, j) with r_j - r_i > interval of exp(tau (c_i - c_j)))
+    - L_rank = log(1 + sum over (i, j) with s_j > s_i and r_j - r_i > interval of exp(tau (c_i - c_j)))
     - L_angle = log(1 + sum over the gated (i, j) of exp(tau (theta_j - theta_i))); ``gate`` "both" (default)
       keeps pairs with l_i > l_j and s_i < s_j, "label" those with l_i > l_j, "score" those with s_i < s_j
     - L = w_rank L_rank + w_angle L_angle
 
     ``interval`` is in rank units of the batch the loss sees (a whole or fractional number >= 0), so the same value
     leaves out a larger share of the ordered pairs of a smaller batch; the recipes pass I_eff, the paper's I scaled
-    to the run's batch (core.training.raoe.effective_interval). With interval 0 and distinct scores
-    L_rank is CoSENT with scale tau. A zero weight skips its term and a one-sided gate tests what the other
-    side adds (ablations). After each batch ``last_gated_share`` holds the share of label-ordered pairs
-    (l_i > l_j) whose scores agree (s_i < s_j), whatever the gate: it measures the data, not the loss.
+    to the run's batch (core.training.raoe.effective_interval). Tied scores never enter L_rank (equal scores say
+    nothing about order), so with interval 0 L_rank is CoSENT with scale tau, ties included. A zero weight skips
+    its term and a one-sided gate tests what the other side adds (ablations). After each batch
+    ``last_gated_share`` holds the share of label-ordered pairs (l_i > l_j) whose scores agree (s_i < s_j), whatever
+    the gate: it measures the data, not the loss.
 
     Labels: a float tensor (batch, 2), column 0 the score s, column 1 the ordinal label l. In a training dataset
     that is one ``label`` column holding [s, l] per pair (the trainer reads a single label column).
