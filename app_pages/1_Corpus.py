@@ -14,8 +14,8 @@ from core.data.pairs import PairColumns, detect_pair_columns
 from core.errors import UserError
 from core.evaluation.corpus_eval import evaluate_corpus
 from core.evaluation.evaluate import EvalSettings
-from core.evaluation.headline import HEADLINE
-from core.evaluation.published import KIND_METRICS, published, remove_published, set_published
+from core.evaluation.headline import DISCOUNTS, HEADLINE
+from core.evaluation.published import AT_K, K_MAX, KIND_METRICS, published, remove_published, set_published
 from core.models.encode import count_overlong
 from core.training.config import LIST_SHAPES
 from ui.corpus_view import (
@@ -418,7 +418,8 @@ def show_evaluation(corpus) -> None:
 def show_published(corpus) -> None:
     """Figures published for this test set elsewhere (a paper's, a leaderboard's), kept with the corpus by its
     content fingerprint (core.evaluation.published) and drawn beside ours on the run panels and the Trade-off page:
-    pick a figure this corpus kind reports, enter it as the cards show it, save; remove a stored one."""
+    pick a figure this corpus kind reports, enter it as the cards show it (a P@k or S@k with the k and rank discount
+    it was measured at, so one beside ours at another says so), save; remove a stored one."""
     metric_of = {m.key: m for m in HEADLINE}
     with st.expander("Published figures", icon=":material/menu_book:"):
         st.caption("A reference figure for this exact test set (\"published: 77.6\"), entered as the cards show "
@@ -434,11 +435,21 @@ def show_published(corpus) -> None:
                                        placeholder="e.g. 77.6" if digits == 1 else "e.g. 0.512")
         note = note_box.text_input("Source", max_chars=200, key="published_note",
                                    placeholder="e.g. Reimers & Gurevych 2019, table 2")
+        depth = weighting = None
+        if key in AT_K:
+            depth_box, weighting_box, _ = st.columns([1, 1, 4], vertical_alignment="bottom")
+            depth = depth_box.number_input("Measured at k", min_value=1, max_value=K_MAX, value=16, step=1,
+                                           key="published_k", help="The retrieval depth the figure was computed at: "
+                                           "beside ours at another k it is shown with that caveat.")
+            weighting = weighting_box.selectbox("Rank discount", DISCOUNTS, key="published_discount",
+                                                help="How it weighted the k neighbours: linear, or none (uniform "
+                                                     "weights, each 1/k); see docs/definitions.md, P@k and S@k.")
         if st.button("Save figure", icon=":material/save:", key="published_save"):
             with ui.guard("Saving the published figure") as outcome:
                 if value is None:
                     raise UserError(f"Enter the published {metric_of[key].short.format(k='k')} first, e.g. 77.6.")
-                set_published(corpus.fingerprint, key, value, note, kind=corpus.kind, warn=st.warning)
+                set_published(corpus.fingerprint, key, value, note, kind=corpus.kind, warn=st.warning, k=depth,
+                              discount=weighting)
             if not outcome.failed:
                 st.toast(f"Saved the published {metric_of[key].short.format(k='k')}.", icon=":material/check:")
         stored = published(corpus.fingerprint, warn=st.warning)

@@ -22,7 +22,7 @@ from core.analysis.tradeoff import (
 )
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
-from core.evaluation.published import published
+from core.evaluation.published import published, shown_beside
 from core.evaluation.uncertainty import ERROR_BARS
 from core.jobs.quick import QUICK_RECIPE, quick_run, quick_text, quick_top_layers
 from core.training.config import GENERAL_PARAMS
@@ -113,7 +113,7 @@ def trade_off_plot() -> None:
         return
     shown = seed_groups(points)
     figures = published(corpus.fingerprint)  # stored on the Corpus page: a point, or a line when only P or S is
-    ui.plot(tradeoff_figure(shown, k, bars, figures), f"tradeoff_k{k}_{discount}", key="tradeoff_plot")
+    ui.plot(tradeoff_figure(shown, k, bars, figures, discount), f"tradeoff_k{k}_{discount}", key="tradeoff_plot")
     approximate = approximate_ci(shown) if bars == "ci" else []
     if approximate:
         many = len(approximate) > 1
@@ -126,8 +126,8 @@ def trade_off_plot() -> None:
                    "drawn larger, its bars the seeds' lowest and highest scores: how far training alone moves it.")
     drawn = [f for key, f in figures.items() if key in ("polarity", "similarity")]
     if drawn:
-        st.caption("Published on this test set (purple): " + "; ".join(escaped(f.label()) for f in drawn)
-                   + f". It may have used another k or rank discount than the {k} and {discount} above.")
+        st.caption("Published on this test set (purple): "
+                   + "; ".join(escaped(shown_beside(f, k, discount)) for f in drawn) + ".")
     if len(points) == 1:
         st.info("Only the reference model so far: train a model on the Train page, or a quick model at a margin "
                 "below, and its point appears here.", icon=":material/info:")

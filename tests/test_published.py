@@ -18,7 +18,6 @@ from core.evaluation.published import (
     Published,
     published,
     published_file,
-    published_values,
     remove_published,
     set_published,
 )
@@ -52,7 +51,7 @@ def test_figures_round_trip_in_the_shown_unit_per_corpus():
     assert figures["knn_accuracy"].value == pytest.approx(0.85)  # stored as a share, as evaluate stores it
     assert figures["knn_accuracy"].shown == 85.0 and figures["knn_accuracy"].text() == "85.0%"
     assert figures["sts_spearman"].label() == "STS Spearman 77.6 (Reimers & Gurevych 2019, table 2)"
-    assert published_values(FP) == {"knn_accuracy": pytest.approx(0.85), "sts_spearman": 77.6}
+    assert {k: f.value for k, f in published(FP).items()} == {"knn_accuracy": pytest.approx(0.85), "sts_spearman": 77.6}
     set_published(FP, "sts_spearman", -12.5)  # replaces the stored one, note and all
     assert published(FP)["sts_spearman"] == Published("sts_spearman", -12.5, "")
     assert remove_published(FP, "sts_spearman").value == -12.5
@@ -151,19 +150,22 @@ def test_cli_sets_lists_and_removes(capsys):
     assert capsys.readouterr().out.startswith(f"no published figures for {corpus} (labelled, fingerprint ")
     assert main(["published", corpus, "--set", "polarity=63.0", "--note", "Seed 000, table 1"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "stored: P@k 63.0 (Seed 000, table 1)"
-    assert out[2] == "  P@k                63.0  (Seed 000, table 1)"
+    assert out[0] == "stored: P@k 63.0 (k and discount not recorded; Seed 000, table 1)"
+    assert out[2] == "  P@k 63.0 (k and discount not recorded; Seed 000, table 1)"
     assert main(["published", corpus, "--set", "knn_accuracy=85", "--note", ""]) == 0
     capsys.readouterr()
     assert main(["published", corpus, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["kind"] == "labelled" and len(listed["fingerprint"]) == 16
-    assert listed["published"] == {"polarity": {"value": 63.0, "shown": "63.0", "note": "Seed 000, table 1"},
-                                   "knn_accuracy": {"value": 0.85, "shown": "85.0%", "note": ""}}
+    assert listed["published"] == {
+        "polarity": {"value": 63.0, "shown": "63.0", "note": "Seed 000, table 1", "k": None, "discount": None,
+                     "label": "P@k 63.0 (k and discount not recorded; Seed 000, table 1)"},
+        "knn_accuracy": {"value": 0.85, "shown": "85.0%", "note": "", "label": "kNN accuracy 85.0%"}}
     assert main(["published", corpus, "--remove", "polarity", "--json"]) == 0
     removed = json.loads(capsys.readouterr().out)
-    assert removed["removed"] == "P@k 63.0 (Seed 000, table 1)" and list(removed["published"]) == ["knn_accuracy"]
-    assert published_values(listed["fingerprint"]) == {"knn_accuracy": pytest.approx(0.85)}
+    assert removed["removed"] == "P@k 63.0 (k and discount not recorded; Seed 000, table 1)"
+    assert list(removed["published"]) == ["knn_accuracy"]
+    assert {k: f.value for k, f in published(listed["fingerprint"]).items()} == {"knn_accuracy": pytest.approx(0.85)}
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -193,7 +195,7 @@ def test_cli_refuses_hostile_input_with_one_line_and_exit_2(args, message, capsy
 
 def test_an_empty_note_is_fine(capsys):
     assert main(["published", str(demo_corpus_path()), "--set", "similarity=46.6", "--note", ""]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "stored: S@k 46.6"
+    assert capsys.readouterr().out.splitlines()[0] == "stored: S@k 46.6 (k and discount not recorded)"
 
 
 def test_evaluate_carries_the_published_figure(tiny_model_dir, tmp_path, capsys):
@@ -283,13 +285,13 @@ def test_the_trade_off_page_draws_the_corpus_s_published_point(app):
     from core.data.kinds import load_any
 
     fingerprint = load_any(demo_corpus_path()).fingerprint  # the app's default corpus
-    set_published(fingerprint, "polarity", 63.0, "Seed 000, table 1")
-    set_published(fingerprint, "similarity", 46.6, "Seed 000, table 1")
+    set_published(fingerprint, "polarity", 63.0, "Seed 000, table 1", k=16, discount="linear")  # the page's k
+    set_published(fingerprint, "similarity", 46.6, "Seed 000, table 1", k=16, discount="linear")
     app.run()
     at = app.switch_page("app_pages/5_Trade-off.py").run()
     no_errors(at)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     (mark,) = [t for t in spec["data"] if t.get("name") == "published"]
     assert (mark["x"], mark["y"]) == ([46.6], [63.0])
-    assert any(c.value.replace("\\", "").startswith("Published on this test set (purple): P@k 63.0 (Seed 000, "
-                                                     "table 1); S@k 46.6 (Seed 000, table 1).") for c in at.caption)
+    assert any(c.value.replace("\\", "") == "Published on this test set (purple): P@16 63.0 (Seed 000, table 1); "
+               "S@16 46.6 (Seed 000, table 1)." for c in at.caption)

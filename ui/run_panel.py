@@ -7,7 +7,7 @@ import streamlit as st
 from core.analysis.plots import loss_curve_figure
 from core.evaluation.headline import HEADLINE, intervals_text
 from core.evaluation.paired import change_texts
-from core.evaluation.published import published
+from core.evaluation.published import published, shown_beside
 from core.jobs.process import LOG_NAME
 from core.jobs.sweep import cancel
 from core.runs.export import safe_name
@@ -94,7 +94,9 @@ def metric_cards(before: dict | None, after: dict | None, corpus_fingerprints: t
     figures = [f for fingerprint in corpus_fingerprints for f in published(fingerprint).values()
                if f.key in {m.key for m in present}]
     if figures:
-        st.caption("Published on this test set: " + "; ".join(escaped(f.label()) for f in figures) + ".")
+        discount = shown.get("discount", "linear")  # a result saved before the discount was a setting used linear
+        st.caption("Published on this test set: " + "; ".join(escaped(shown_beside(f, k, discount)) for f in figures)
+                   + ".")
     changes = change_texts(before, after) if after else {}
     if changes:
         st.caption("Change after − before, with its 95% interval and p-value, paired over the same test items "

@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 
 from core.evaluation.headline import HEADLINE
 from core.evaluation.pareto import pareto_front
-from core.evaluation.published import Published
+from core.evaluation.published import Published, beside
 from core.evaluation.uncertainty import ERROR_BARS, interval, proportion_ci
 
 PUBLISHED_COLOUR = "#7048e8"  # a published figure (core.evaluation.published): one colour, no run's
@@ -299,13 +299,14 @@ def _count_text(point: dict) -> str:
 
 
 def tradeoff_figure(points: list[dict], k: int = 16, bars: str = "ci",
-                    published: dict[str, Published] | None = None) -> go.Figure:
+                    published: dict[str, Published] | None = None, discount: str = "linear") -> go.Figure:
     """S@k (x) vs P@k (y): the reference as a black star, one point per run, or per set of runs that differ only in
     their seed (core.analysis.tradeoff.seed_groups: their mean, bars the seeds' min–max), each labelled with recipe
     and knob (quick points say so); colour per recipe, marker per budget; error bars as `bars`
     (core.evaluation.uncertainty.ERROR_BARS); the Pareto front (over all points) as a dashed line. The corpus's
     `published` figures (core.evaluation.published): P@k and S@k both as a "published" point of its own, one of
-    them alone as a dashed line across the plot; not part of the front."""
+    them alone as a dashed line across the plot; not part of the front; one measured at another k or rank discount
+    than the points' (`k`, `discount`) says so in its hover or label (core.evaluation.published.beside)."""
     fig = go.Figure()
     recipes = list(dict.fromkeys(str(p.get("recipe") or "run") for p in points if not p.get("is_reference")))
     budgets = list(dict.fromkeys(p.get("budget") for p in points if not p.get("is_reference")))
@@ -355,7 +356,7 @@ def tradeoff_figure(points: list[dict], k: int = 16, bars: str = "ci",
             x=[p["similarity"] for p in front], y=[p["polarity"] for p in front], mode="lines",
             name="Pareto front", line={"dash": "dash", "color": "grey"}, hoverinfo="skip",
         ))
-    _published_marks(fig, published or {})
+    _published_marks(fig, published or {}, k, discount)
     seeds_note = "; a mean of seeds: the seeds' min–max" if any(p.get("n_seeds", 1) > 1 for p in points) else ""
     fig.update_layout(title=f"Retrieval trade-off: polarity P@{k} vs semantic similarity S@{k}<br><sup>error bars: "
                             f"{ERROR_BARS[bars]}{seeds_note}</sup>",
@@ -366,32 +367,36 @@ def tradeoff_figure(points: list[dict], k: int = 16, bars: str = "ci",
     return fig
 
 
-def _published_label(figure: Published) -> str:
-    """"published STS Spearman 77.6 (Reimers 2019)" for a line's label, its note cut to PUBLISHED_NOTE_CHARS."""
+def _published_label(figure: Published, caveat: str | None = None) -> str:
+    """"published STS Spearman 77.6 (Reimers 2019)" for a line's label, its note cut to PUBLISHED_NOTE_CHARS; a
+    `caveat` (core.evaluation.published.beside) on a second line."""
     note = figure.note if len(figure.note) <= PUBLISHED_NOTE_CHARS else figure.note[:PUBLISHED_NOTE_CHARS - 1] + "…"
-    return plot_text(f"published {figure.metric.short.format(k='k')} {figure.text()}" + (f" ({note})" if note else ""))
+    return plot_text(f"published {figure.name} {figure.text()}" + (f" ({note})" if note else "")) + (
+        f"<br>{plot_text(caveat)}" if caveat else "")
 
 
-def _published_marks(fig: go.Figure, published: dict[str, Published]) -> None:
-    """A published P@k and S@k as one point marked "published"; one of them alone as a dashed line at its value."""
+def _published_marks(fig: go.Figure, published: dict[str, Published], k: int, discount: str) -> None:
+    """A published P@k and S@k as one point marked "published", its hover naming each one's caveat against the
+    points' `k` and `discount`; one of them alone as a dashed line at its value, its label naming it."""
     polarity, similarity = published.get("polarity"), published.get("similarity")
     if polarity is not None and similarity is not None:
         notes = " · ".join(dict.fromkeys(f.note for f in (polarity, similarity) if f.note))
+        caveats = [f"{f.name}: {caveat}" for f in (polarity, similarity) if (caveat := beside(f, k, discount))]
         fig.add_trace(go.Scatter(
             x=[similarity.value], y=[polarity.value], mode="markers+text", name="published", text=["published"],
             textposition="bottom left", textfont={"size": 11, "color": PUBLISHED_COLOUR}, cliponaxis=False,
             marker={"symbol": "x", "size": 13, "color": PUBLISHED_COLOUR, "line": {"width": 1, "color": "white"}},
-            customdata=[[hover_text(notes) if notes else "no source given"]],
-            hovertemplate="<b>published</b> on this test set<br>P@k %{y:.1f} · S@k %{x:.1f}<br>"
-                          "%{customdata[0]}<extra></extra>"))
+            customdata=[["<br>".join(hover_text(line) for line in [notes or "no source given", *caveats])]],
+            hovertemplate=f"<b>published</b> on this test set<br>{plot_text(polarity.name)} %{{y:.1f}} · "
+                          f"{plot_text(similarity.name)} %{{x:.1f}}<br>%{{customdata[0]}}<extra></extra>"))
     elif polarity is not None:
         fig.add_hline(y=polarity.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
-                      annotation_text=_published_label(polarity), annotation_font_color=PUBLISHED_COLOUR,
-                      annotation_position="bottom right")
+                      annotation_text=_published_label(polarity, beside(polarity, k, discount)),
+                      annotation_font_color=PUBLISHED_COLOUR, annotation_position="bottom right")
     elif similarity is not None:
         fig.add_vline(x=similarity.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
-                      annotation_text=_published_label(similarity), annotation_font_color=PUBLISHED_COLOUR,
-                      annotation_position="top left")
+                      annotation_text=_published_label(similarity, beside(similarity, k, discount)),
+                      annotation_font_color=PUBLISHED_COLOUR, annotation_position="top left")
 
 
 def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> go.Figure:

@@ -45,10 +45,15 @@ def cmd_evaluate(args) -> dict:
         result["reference"] = args.reference or result["model"]
         result["targets"] = corpus.target_split
     _warn_interval(result)
-    from core.evaluation.published import published_values
+    from core.evaluation.published import beside, published
 
-    published = published_values(corpus.fingerprint, warn=warn_line)  # stored with the corpus: `published`
-    return {**result, "published": published} if published else result
+    figures = published(corpus.fingerprint, warn=warn_line)  # stored with the corpus: `published`
+    if not figures:
+        return result
+    ours = result.get("k"), result.get("discount")  # a pair or list result has neither, nor P@k / S@k figures
+    caveats = {key: caveat for key, f in figures.items() if (caveat := beside(f, *ours))}
+    return {**result, "published": {key: f.value for key, f in figures.items()},
+            **({"published_caveats": caveats} if caveats else {})}
 
 
 def _warn_interval(result: dict) -> None:
@@ -70,22 +75,28 @@ def _interval_text(ci) -> str:
 
 
 def _published_text(r: dict, key: str, share: bool = False) -> str:
-    """" (published: 77.6)" beside a figure of evaluate's printout when the corpus has one stored, else ""; `share`:
-    an accuracy as the line prints it, a share with 3 decimals ("0.912"), not as the cards do ("91.2%")."""
+    """" (published: 77.6)" beside a figure of evaluate's printout when the corpus has one stored, else "", with its
+    caveat where it was measured at another k or discount than ours (core.evaluation.published.beside): " (published:
+    63.0, measured at k = 16 with uniform weights, ours at k = 5 with linear discount)"; `share`: an accuracy as the
+    line prints it, a share with 3 decimals ("0.912"), not as the cards do ("91.2%")."""
     value = (r.get("published") or {}).get(key)
     if value is None:
         return ""
     shown = f"{value:.3f}" if share else next(m for m in HEADLINE if m.key == key).text(value)
-    return f" (published: {shown})"
+    caveat = (r.get("published_caveats") or {}).get(key)
+    return f" (published: {shown}{f', {caveat}' if caveat else ''})"
 
 
 def cmd_published(args) -> dict:
     """The published figures stored with a corpus (core.evaluation.published), by its fingerprint: listed, or one
-    set (--set METRIC=VALUE in the shown unit, --note its source) or removed (--remove METRIC)."""
+    set (--set METRIC=VALUE in the shown unit, --note its source, --k and --discount where a P@k or S@k was
+    measured) or removed (--remove METRIC)."""
     from core.data.kinds import load_any
     from core.evaluation.published import (
+        AT_K,
         checked_metric,
         checked_note,
+        checked_setting,
         checked_value,
         published,
         remove_published,
@@ -96,12 +107,16 @@ def cmd_published(args) -> dict:
         raise UserError("Give --set or --remove, not both.")
     if args.note is not None and args.set is None:
         raise UserError("--note is the source of a figure you --set METRIC=VALUE; give it with --set.")
+    if (args.k is not None or args.discount is not None) and args.set is None:
+        raise UserError("--k and --discount say where a P@k or S@k you --set METRIC=VALUE was measured; give them "
+                        "with --set.")
     if args.set is not None:  # checked before the corpus is read: a bad value answers at once
         if "=" not in args.set:
             raise UserError(f"--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got {shorten(args.set)}.")
         key, value = (part.strip() for part in args.set.split("=", 1))
         checked_value(key, value)
         checked_note(args.note)
+        checked_setting(key, args.k, args.discount)
     elif args.remove is not None:
         checked_metric(args.remove)
     kind = kind_of(args)
@@ -110,13 +125,15 @@ def cmd_published(args) -> dict:
                       drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     action = None
     if args.set is not None:
-        action = {"set": set_published(corpus.fingerprint, key, value, args.note, kind=corpus.kind,
-                                       warn=warn_line).label()}
+        action = {"set": set_published(corpus.fingerprint, key, value, args.note, kind=corpus.kind, warn=warn_line,
+                                       k=args.k, discount=args.discount).label()}
     elif args.remove is not None:
         action = {"removed": remove_published(corpus.fingerprint, args.remove, warn=warn_line).label()}
     figures = published(corpus.fingerprint, warn=warn_line)
     return {"corpus": str(args.corpus), "kind": corpus.kind, "fingerprint": corpus.fingerprint, **(action or {}),
-            "published": {key: {"value": f.value, "shown": f.text(), "note": f.note} for key, f in figures.items()}}
+            "published": {key: {"value": f.value, "shown": f.text(), "note": f.note, "label": f.label(),
+                                **({"k": f.k, "discount": f.discount} if key in AT_K else {})}
+                          for key, f in figures.items()}}
 
 
 def cmd_layers(args) -> dict:
@@ -236,7 +253,6 @@ def _print_intervals(r: dict) -> None:
 
 
 def print_published(r: dict) -> None:
-    metric = {m.key: m for m in HEADLINE}
     for verb in ("set", "removed"):
         if verb in r:
             print(f"{'stored' if verb == 'set' else 'removed'}: {r[verb]}")
@@ -245,8 +261,8 @@ def print_published(r: dict) -> None:
         print(f"no published figures for {where}; add one with --set METRIC=VALUE --note SOURCE")
         return
     print(f"published figures for {where}:")
-    for key, f in r["published"].items():
-        print(f"  {metric[key].short.format(k='k'):<18} {f['shown']}" + (f"  ({f['note']})" if f["note"] else ""))
+    for f in r["published"].values():
+        print(f"  {f['label']}")
 
 
 def print_layers(r: dict) -> None:

@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                     f"{', '.join(m.key for m in HEADLINE)}")
     pb.add_argument("--note", metavar="TEXT", help="the figure's source, e.g. 'Reimers & Gurevych 2019, table 2' "
                     "(one line, at most 200 characters)")
+    pb.add_argument("--k", default=None, metavar="INT", help="with --set of polarity or similarity: the k the "
+                    "figure was measured at (1-1000), so it is shown beside ours at another k with that caveat")
+    pb.add_argument(DISCOUNT.flag, default=None, metavar="linear|none", help="with --set of polarity or similarity: "
+                    "the rank discount it was measured at (none: uniform weights, each 1/k)")
     pb.add_argument("--remove", metavar="METRIC", help="remove the stored figure of this metric")
     pb.add_argument("--json", action="store_true")
     return parser

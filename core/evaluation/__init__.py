@@ -22,12 +22,14 @@
 - ``corpus_eval``: one evaluation for every corpus kind, its result cached per (model, reference, corpus,
   settings): ``evaluate_corpus``, ``evaluation_texts``.
 - ``items``: what each test item scored in an evaluation (P and S per text, the kNN vote and neighbours, cosine per
-  pair, order per list), stored beside the cached result: ``save``, ``load``, ``same_items``, ``GROUPS``.
+  pair, order per list), stored beside the cached result, named by the items' content and the conditions the figures
+  were computed under: ``save``, ``load``, ``items_key``, ``same_items``, ``conditions``, ``GROUPS``.
 - ``paired``: is a difference real? Paired bootstrap intervals and p-values of b - a over the same test items, and
-  McNemar for right / wrong figures: ``compare``, ``compared`` (cached), ``change_texts``, ``paired_bootstrap``,
-  ``mcnemar``, ``FIGURES``, ``Difference``.
+  McNemar for right / wrong figures, only like with like and not below MIN_ITEMS items: ``compare``, ``compared``
+  (cached), ``change_texts``, ``paired_bootstrap``, ``interval_and_p``, ``figure_name``, ``mcnemar``, ``FIGURES``,
+  ``Difference``.
 - ``published``: reference figures from elsewhere ("published: 77.6 on this test set"), stored per corpus
-  fingerprint in the home and drawn beside ours: ``published``, ``published_values``, ``set_published``,
-  ``remove_published``, ``Published``, ``KIND_METRICS``.
+  fingerprint in the home and drawn beside ours: ``published``, ``beside`` (the caveat of a P@k / S@k measured
+  another way), ``set_published``, ``remove_published``, ``Published``, ``KIND_METRICS``.
 - ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

@@ -4,9 +4,14 @@ drawn beside ours (the CLI's `published` and `evaluate`, the Corpus page, a run'
 One JSON file in the home (core.storage.corpora_dir() / "published.json") holds them for every corpus, keyed by its
 content fingerprint (Corpus, PairCorpus and ListCorpus .fingerprint), then by headline metric key
 (core.evaluation.headline.HEADLINE): {"version": 1, "corpora": {fingerprint: {key: {"value": v, "note": "..."}}}}.
-A value is stored in the metric's stored unit (an accuracy as a share in [0, 1]) and given and shown in the shown
-one (85.0 for 85 %), as every card shows it. A file that cannot be read is reported and read as empty, never a
-traceback; a write replaces it atomically, keeping an unreadable one beside it as published.json.bad.
+A P@k or S@k entry also holds the "k" and "discount" it was measured at, where they were given (entries without them,
+as every one stored before they were kept, read as not recorded). A value is stored in the metric's stored unit (an
+accuracy as a share in [0, 1]) and given and shown in the shown one (85.0 for 85 %), as every card shows it. A file
+that cannot be read is reported and read as empty, never a traceback; a write replaces it atomically, keeping an
+unreadable one beside it as published.json.bad.
+
+A P@k / S@k measured at another k or rank discount than ours is another figure: `beside` is the one rule for when a
+published one may stand beside ours as it is, and says the caveat that must go with it where it may not.
 
 Here rather than in core.data: a figure is one of the headline metrics, which live in core.evaluation, and data may
 not import evaluation (docs/architecture.md).
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserError, os_error, shorten
-from core.evaluation.headline import HEADLINE, Metric
+from core.evaluation.headline import DISCOUNTS, HEADLINE, Metric
 from core.storage import corpora_dir, write_atomic
 
 _log = logging.getLogger("contrastlab.published")
@@ -43,17 +48,23 @@ KIND_METRICS = {"labelled": ("polarity", "similarity", "knn_accuracy", "linear_a
                 "pairs": ("sts_spearman",),
                 "lists": ("ordering_accuracy", "kendall_tau")}
 KIND_WORDS = {"labelled": "A labelled corpus", "pairs": "A pair corpus", "lists": "A list corpus"}
+AT_K = tuple(m.key for m in HEADLINE if "{k}" in m.short)  # P@k, S@k: measured at a depth k with a rank discount
+K_MAX = 1000  # the deepest k a published figure may name: as deep as a run's eval_k goes (core.training.config)
+DISCOUNT_WORDS = {"linear": "linear discount", "none": "uniform weights"}  # DISCOUNTS as labels say them
 
 Warn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class Published:
-    """One published figure of a corpus: `value` in the metric's stored unit, `note` where it comes from."""
+    """One published figure of a corpus: `value` in the metric's stored unit, `note` where it comes from; for a
+    P@k or S@k, the `k` and rank `discount` (DISCOUNTS) it was measured at, None where they were not recorded."""
 
     key: str
     value: float
     note: str = ""
+    k: int | None = None
+    discount: str | None = None
 
     @property
     def metric(self) -> Metric:
@@ -68,9 +79,54 @@ class Published:
         """The value as cards show it: "77.6", "85.0%"."""
         return self.metric.text(self.value)
 
-    def label(self, k: object = "k") -> str:
-        """"STS Spearman 77.6 (Reimers 2019)": name, value and source, one line."""
-        return f"{self.metric.short.format(k=k)} {self.text()}" + (f" ({self.note})" if self.note else "")
+    @property
+    def name(self) -> str:
+        """"P@16" at its recorded k, "P@k" where none is, "STS Spearman"."""
+        return self.metric.short.format(k="k" if self.k is None else self.k)
+
+    def label(self, measured: bool = True) -> str:
+        """"P@16 63.0 (uniform weights; Seed 000)", "STS Spearman 77.6 (Reimers 2019)": name, value, how it was
+        measured (a P@k or S@k's discount, or what of it was not recorded) and source, one line; `measured` False
+        leaves out how, for a line that says it in a caveat (shown_beside)."""
+        parts = [_measured_words(self) if measured else "", self.note]
+        words = "; ".join(part for part in parts if part)
+        return f"{self.name} {self.text()}" + (f" ({words})" if words else "")
+
+
+def _measured_words(figure: Published) -> str:
+    if figure.key not in AT_K:
+        return ""
+    if figure.k is None and figure.discount is None:
+        return "k and discount not recorded"
+    if figure.discount is None:
+        return "discount not recorded"
+    return DISCOUNT_WORDS[figure.discount] + (", k not recorded" if figure.k is None else "")
+
+
+def beside(figure: Published, k: int | None, discount: str | None) -> str | None:
+    """The one rule for showing a published figure beside one of ours computed at depth `k` with rank `discount`
+    (an evaluation result's "k" and "discount"): None where it can stand there as it is (a figure without a k, or a
+    P@k / S@k measured at the same k and discount), else the caveat that must go with it, "measured at k = 16 with
+    uniform weights, ours at k = 5 with linear discount" or "its k and discount were not recorded". Why: a P@16
+    beside our P@5 reads as a gap between the models that may be only a gap between the settings."""
+    if figure.key not in AT_K or (figure.k is not None and figure.discount is not None
+                                  and (figure.k, figure.discount) == (k, discount)):
+        return None
+    if figure.k is None and figure.discount is None:
+        return "its k and discount were not recorded"
+    return f"measured at {_setting(figure.k, figure.discount)}, ours at {_setting(k, discount)}"
+
+
+def shown_beside(figure: Published, k: int | None, discount: str | None) -> str:
+    """The figure as a line beside ours names it: its label and, where `beside` gives one, the caveat,
+    "P@16 63.0 (Seed 000) — measured at k = 16 with uniform weights, ours at k = 5 with linear discount"."""
+    caveat = beside(figure, k, discount)
+    return figure.label(measured=False) + (f" — {caveat}" if caveat else "")
+
+
+def _setting(k: int | None, discount: str | None) -> str:
+    depth = "an unrecorded k" if k is None else f"k = {k}"
+    return f"{depth} with {'an unrecorded discount' if discount is None else DISCOUNT_WORDS.get(discount, discount)}"
 
 
 def published_file() -> Path:
@@ -85,18 +141,15 @@ def published(fingerprint: str, warn: Warn | None = None) -> dict[str, Published
     return {key: figures[key] for key in METRICS if key in figures}
 
 
-def published_values(fingerprint: str, warn: Warn | None = None) -> dict[str, float]:
-    """metric key -> value in its stored unit: what an evaluation result's "published" holds."""
-    return {key: figure.value for key, figure in published(fingerprint, warn).items()}
-
-
 def set_published(fingerprint: str, key: object, shown_value: object, note: object = "", kind: str | None = None,
-                  warn: Warn | None = None) -> Published:
+                  warn: Warn | None = None, k: object = None, discount: object = None) -> Published:
     """Store a published figure for the corpus: `shown_value` in the SHOWN unit (77.6 for STS Spearman, 85.0 for
-    an accuracy of 85 %); `kind` (a corpus kind) refuses a metric that kind does not report. A bad key, value or
-    note raises a UserError in one line. Replaces the figure stored for that metric."""
+    an accuracy of 85 %); `kind` (a corpus kind) refuses a metric that kind does not report; `k` and `discount`:
+    where a P@k or S@k was measured, as far as it is known (checked_setting). A bad key, value, note, k or discount
+    raises a UserError in one line. Replaces the figure stored for that metric."""
     metric = checked_metric(key, kind)
-    figure = Published(metric.key, _stored(metric, shown_value), checked_note(note))
+    figure = Published(metric.key, _stored(metric, shown_value), checked_note(note),
+                       *checked_setting(metric.key, k, discount))
     corpora = _read(warn, writing=True)
     corpora.setdefault(_checked_fingerprint(fingerprint), {})[metric.key] = figure
     _write(corpora)
@@ -154,6 +207,30 @@ def checked_value(key: object, shown_value: object) -> float:
     return value
 
 
+def checked_setting(key: object, k: object, discount: object) -> tuple[int | None, str | None]:
+    """(k, discount) a published figure was measured at, checked; None for either one not given. Only a P@k or S@k
+    takes them: k a whole number from 1 to K_MAX (a string of digits is read as one), discount one of DISCOUNTS."""
+    metric = checked_metric(key)
+    if k is None and discount is None:
+        return None, None
+    name = metric.short.format(k="k")
+    if metric.key not in AT_K:
+        raise UserError(f"A published {name} has no k or rank discount: only "
+                        f"{' and '.join(METRICS[at_k].short.format(k='k') for at_k in AT_K)} are measured at one.")
+    depth = k
+    if isinstance(depth, str):  # digits only (no "1_000", no "²"), and few: never int() of a 5,000-digit string
+        text = depth.strip()
+        depth = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+    if k is not None and (isinstance(depth, bool) or not isinstance(depth, numbers.Integral)
+                          or not 1 <= depth <= K_MAX):
+        raise UserError(f"The k of a published {name} must be a whole number from 1 to {K_MAX}, the depth it was "
+                        f"measured at; got {shorten(k)}.")
+    if discount is not None and (not isinstance(discount, str) or discount.strip() not in DISCOUNTS):
+        raise UserError(f"The rank discount of a published {name} must be one of {', '.join(DISCOUNTS)}; got "
+                        f"{shorten(discount)}.")
+    return (None if k is None else int(depth)), (None if discount is None else discount.strip())
+
+
 def checked_note(note: object) -> str:
     """A source note: at most NOTE_CHARS characters of one line, without control characters; None or "" for none."""
     if note is None:
@@ -209,13 +286,22 @@ def _read(warn: Warn | None, writing: bool = False) -> dict[str, dict[str, Publi
                 metric = checked_metric(key)
                 value = float(entry["value"])
                 checked_value(key, metric.shown(value))
-                found.setdefault(fingerprint, {})[key] = Published(key, value, checked_note(entry.get("note", "")))
+                found.setdefault(fingerprint, {})[key] = Published(
+                    key, value, checked_note(entry.get("note", "")),
+                    *checked_setting(key, entry.get("k"), entry.get("discount")))
             except (UserError, KeyError, TypeError, ValueError, AttributeError):
                 skipped.append(shorten(key, 30))
     if skipped:
         _report(f"Skipped {len(skipped)} unusable published figure{'s' if len(skipped) > 1 else ''} in {path} "
                 f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}).", warn)
     return found
+
+
+def _entry(figure: Published) -> dict:
+    """A figure as the file holds it: k and discount only where recorded, so a figure without them is written as it
+    was before they were kept."""
+    measured = {"k": figure.k, "discount": figure.discount}
+    return {"value": figure.value, "note": figure.note, **{name: v for name, v in measured.items() if v is not None}}
 
 
 def _unreadable(path: Path, problem: str, warn: Warn | None, writing: bool) -> dict:
@@ -239,7 +325,7 @@ def _report(message: str, warn: Warn | None) -> None:
 
 def _write(corpora: dict[str, dict[str, Published]]) -> None:
     data = {"version": VERSION, "corpora": {
-        fingerprint: {key: {"value": f.value, "note": f.note} for key, f in figures.items()}
+        fingerprint: {key: _entry(f) for key, f in figures.items()}
         for fingerprint, figures in sorted(corpora.items()) if figures}}
     path = published_file()
     try:
