@@ -25,7 +25,8 @@ APP_TIMEOUT_S = 90  # the first run imports torch; a synchronous training run ad
 # `make test` runs the suite on two workers, a file at a time each (pytest-xdist, --dist loadfile), taking files in
 # collection order: these files take a minute or more each, so they go first, while the other worker goes through
 # the short ones, instead of ending the run with one worker busy and the other idle.
-LONG_FILES = ("test_ddp.py", "test_ray_sweep.py", "test_browser", "test_projection.py", "test_standby")
+LONG_FILES = ("test_ddp.py", "test_ray_sweep.py", "test_browser", "test_projection.py", "test_standby",
+              "test_selection.py")
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -97,6 +97,10 @@ def _check_inputs(cfg):
         raise UserError(f"sts_corpus {cfg.sts_corpus} has no score column to correlate with.")
     for warning in sts.report.warnings if sts is not None else ():
         print(f"warning: sts_corpus {cfg.sts_corpus}: {warning}", file=sys.stderr)
+    if cfg.select_split:
+        from core.training.selection import selection_pairs  # torch: only for a run that picks its checkpoint
+
+        selection_pairs(cfg, sts)
     teacher = getattr(cfg, "teacher", None)
     for name in (cfg.model, cfg.reference, *teacher_names(teacher or "")):
         if name and name not in ("reference", "score"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from statistics import NormalDist
@@ -408,3 +408,30 @@ def load_pairs(path: str | Path, text1_col: str | None = None, text2_col: str | 
     df, warnings = read_file(path, max_bytes)
     columns = detect_pair_columns(df, text1_col, text2_col, score_col, label_col, split_col)
     return build_pairs(df, columns, name=path.stem, warnings=warnings, drop_leaked=drop_leaked)
+
+
+def load_pair_split(path: str | Path, split: str, max_bytes: int = DEFAULT_MAX_BYTES) -> PairCorpus:
+    """One split of a pair file as the target pairs of a corpus with no training pairs, read and cleaned as load_pairs
+    reads the file: a split the file does not report on, such as the validation pairs a run picks its checkpoint on
+    (core.training.selection). `split` is a split value as the loader compares them (trimmed, lower case). A file
+    without it, or with too few usable pairs in it, is one UserError line naming the splits the file has."""
+    path = Path(path)
+    df, warnings = read_file(path, max_bytes)
+    columns = detect_pair_columns(df)
+    if columns.split is None:
+        raise UserError(f"{path.name} has no split column ({', '.join(SPLIT_NAMES)}), so no split {shorten(split)}.")
+    splits = clean_splits(df[columns.split])
+    has = ", ".join(f"{shorten(name or '(empty)')} ({n:,} rows)"
+                    for name, n in splits.value_counts(sort=False).items())
+    rows = df[(splits == split).to_numpy()]
+    if not len(rows):
+        raise UserError(f"{path.name} has no split {shorten(split)} in column '{columns.split}'; its splits: {has}.")
+    if len(rows) < MIN_SCORED_PAIRS:
+        raise UserError(f"{path.name} has only {len(rows)} rows of split {shorten(split)} in column "
+                        f"'{columns.split}', fewer than the {MIN_SCORED_PAIRS} pairs an STS Spearman needs; its "
+                        f"splits: {has}.")
+    try:  # the split's rows alone, as the file's target split
+        view = build_pairs(rows.assign(**{columns.split: "test"}), columns, path.stem, warnings)
+    except UserError as exc:
+        raise UserError(f"Split {shorten(split)} of {path.name} (its splits: {has}): {exc}") from exc
+    return replace(view, target_split=split)

@@ -35,6 +35,8 @@
   paper budget's ETA on this machine: ``paper_budget_note``, ``paper_budget_note_for``.
 - ``top_layers``: training only the top n layers from the frozen part's cached output (the quick margin point's
   fast path): ``top_layers_view``, ``split_layer``, ``TopLayers``, ``supports_top_layers``, ``SUPPORTED``.
+- ``selection``: picking a run's checkpoint, step 0 included, by the STS Spearman of a split of its STS corpus:
+  ``CheckpointSelection``, ``selection_pairs``.
 - ``card``: the saved model card, led by what the run did, with sentence-transformers' card data filled:
   ``save_with_card``, ``fill_card_data``, ``contrastlab_card_section``.
 """

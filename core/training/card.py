@@ -135,6 +135,7 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
         f"{cfg.warmup_ratio}, seed {cfg.seed}, pooling {cfg.pooling}, frozen: "
         + (f"all but the top {cfg.top_layers} layer(s), trained from the frozen part's cached output"
            if cfg.top_layers else f"{'embeddings + ' if cfg.freeze_embeddings else ''}{cfg.freeze_layers} layer(s)"),
+        *([f"- **Checkpoint:** {checkpoint}"] if (checkpoint := _checkpoint_text(cfg, result)) else []),
         "",
         f"| metric (k = {k}{', no rank discount' if uniform else ''}) | before | after | change |",
         "|---|---|---|---|",
@@ -240,6 +241,33 @@ def _teacher_text(cfg: TrainConfig) -> str:
     same = self_taught(cfg.teacher, cfg.model, cfg.reference)
     return text + (f"; {', '.join(map(_code, same))} is the model this run starts from (self-distillation)"
                    if same else "")
+
+
+def _checkpoint_text(cfg: TrainConfig, result: dict) -> str:
+    """Which checkpoint the saved model is and why, in one sentence, for a run that picked it on a split of its STS
+    corpus (core.training.selection: the result's "selection"); "" for any other run, which keeps its last step."""
+    selection = result.get("selection")
+    if not selection:
+        return ""
+    sts = next(metric for metric in HEADLINE if metric.key == "sts_spearman")
+    points, best = selection["points"], selection["best_step"]
+    steps = result.get("steps", points[-1]["step"] if points else "?")
+    where = f"the {selection['split']} split of {_code(Path(cfg.sts_corpus or '?').name)}"
+    every = "every step" if selection["every"] == 1 else f"every {selection['every']} steps"
+    how = f"{len(points)} checkpoints scored: step 0, {every} and the last"
+    ours = "selecting a checkpoint is our assumption, not part of the recipe's method"
+    if best is None:
+        return f"the last step, {steps}: no checkpoint had an STS Spearman on {where} ({how}); {ours}."
+    value = sts.text(selection["best"])
+    if best == 0:
+        later = [p for p in points if p["step"] > 0 and _finite(p["sts_spearman"])]
+        rival = max(later, key=lambda p: p["sts_spearman"], default=None)  # max keeps the earliest of equals
+        beaten = f"; the best later one, step {rival['step']}, {sts.text(rival['sts_spearman'])}" if rival else ""
+        return (f"step 0 of {steps}, the model before training: no later checkpoint beat its STS Spearman on {where} "
+                f"({value}{beaten}; {how}), so the saved model has the base model's weights; {ours}.")
+    start = _shown(sts, points[0]["sts_spearman"])
+    return (f"step {best} of {steps}{' (the last)' if best == steps else ''}, the best STS Spearman on {where} "
+            f"({value}; step 0, the model before training, {start}; {how}); {ours}.")
 
 
 def _batch_text(cfg: TrainConfig) -> str:

@@ -30,6 +30,7 @@ LIST_SHAPES = {  # which rows of a list file have a known order (docs/definition
 }
 MAX_NPROC = 64  # processes per node: more GPUs than any one machine holds
 MAX_NNODES = 1024
+SELECT_POINTS = 5  # select_every 0: checkpoints scored over a run after step 0, the last step's included
 
 GENERAL: tuple[Param, ...] = (
     Param("corpus", str, None, "Corpus", "CSV / TSV / JSONL / Parquet file with a text and a label column."),
@@ -53,7 +54,8 @@ GENERAL: tuple[Param, ...] = (
     Param("epochs", float, 1.0, "Epochs", "Passes over the examples.", low=0.0, low_open=True, high=100.0, step=0.5),
     Param("max_steps", int, 0, "Max steps (0 = all)", "Stop after this many batches, e.g. to compare crops by "
           "batch count.", low=0, high=10**7),
-    Param("batch_size", int, 32, "Batch size", "Examples per optimiser step.", low=2, high=4096),
+    Param("batch_size", int, 32, "Batch size", "Examples per optimiser step (two or more, except a list recipe's).",
+          low=1, high=4096),
     Param("lr", float, 3e-5, "Learning rate", "Peak learning rate after warm-up.", low=0.0, low_open=True, high=1.0,
           step=1e-5, widget={"format": "%.1e"}),
     Param("warmup_ratio", float, 0.1, "Warm-up ratio", "Share of the steps spent warming up the learning rate.",
@@ -79,6 +81,14 @@ GENERAL: tuple[Param, ...] = (
           choices=DISCOUNTS),
     Param("sts_corpus", str, None, "STS corpus", "A pair corpus (text1, text2, score) whose STS Spearman is reported "
           "before and after as well, e.g. what a labelled run did to general similarity.", optional=True),
+    Param("select_split", str, None, "Pick the checkpoint on split", "A split of the STS corpus (e.g. validation) on "
+          "whose STS Spearman the run keeps its best checkpoint, step 0 (the model before training) included; the "
+          "evaluation after training, the saved model and its card describe that checkpoint. Never the split the STS "
+          "corpus reports (test). Unset: the last step is kept.", optional=True,
+          check=lambda value: value.strip().lower()),
+    Param("select_every", int, 0, "Score a checkpoint every n steps (0 = auto)", "How often select_split scores the "
+          f"model while it trains, besides step 0 and the last step; 0: {SELECT_POINTS} times over the run.", low=0,
+          high=10**6),
     Param("card_examples", bool, False, "Training texts in the model card", "Keep sentence-transformers' examples in "
           "the saved model's card: texts from the training data in its widget, usage snippet and samples table. Off, "
           "the card quotes no training or test text, so it can be shared without the data."),
@@ -140,7 +150,11 @@ def _checked(data: dict) -> dict:
     checked = {p.name: p.parse(data.get(p.name, general_default(p.name, recipe))) for p in GENERAL}
     checked["recipe"] = recipe.name
     checked["reference"] = checked["reference"] or checked["model"]  # stored resolved: see resolved()
+    if checked["batch_size"] < recipe.min_batch_size:
+        raise UserError(f"batch_size must be at least {recipe.min_batch_size} for {recipe.name}, whose loss compares "
+                        f"the examples of a batch with each other; got {checked['batch_size']}.")
     _check_frozen(checked["freeze_layers"], checked["top_layers"], checked["model"])
+    _check_selection(checked)
     _check_world(checked)
     return checked | {p.name: p.parse(data.get(p.name, p.default)) for p in recipe.params}
 
@@ -158,6 +172,24 @@ def _check_frozen(first_layers: int, top_layers: int, model: str) -> None:
     if layers is not None and top_layers > layers:
         raise UserError(f"top_layers must be at most {layers}, the number of layers of model {shorten(model, 80)}, "
                         f"got {top_layers}")
+
+
+def _check_selection(checked: dict) -> None:
+    """Checkpoint selection scores a split of the STS corpus other than the one the run reports (core.training.
+    selection). What needs no file is refused here; the splits the file has are checked when the run starts."""
+    split, every = checked["select_split"], checked["select_every"]
+    if split is None:
+        if every:
+            raise UserError(f"select_every ({every}) says how often select_split scores a checkpoint; set select_split "
+                            "too (e.g. validation), or select_every to 0.")
+        return
+    if not checked["sts_corpus"]:
+        raise UserError(f"select_split ({shorten(split)}) names a split of the STS corpus to pick the checkpoint on; "
+                        "set sts_corpus to a pair file with that split (e.g. stsb.csv), or leave select_split unset.")
+    if split == "test":
+        raise UserError("select_split cannot be test: the run reports STS Spearman on the STS corpus's test pairs, and "
+                        "picking the checkpoint on them would make that figure optimistic; name another split of it "
+                        "(such as validation).")
 
 
 def _check_world(checked: dict) -> None:

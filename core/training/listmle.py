@@ -141,6 +141,6 @@ LIST_SIZE = Param("list_size", int, 8, "List size", "On a labelled corpus: membe
 
 LISTMLE = [
     Recipe("listmle", "ListMLE post-training on ranked lists", "ranked lists", _loss, examples=list_examples,
-           knob="w", params=(W, TARGET, TEACHER, TAU, LIST_SIZE), budget={"batch_size": 16},
+           knob="w", params=(W, TARGET, TEACHER, TAU, LIST_SIZE), budget={"batch_size": 16}, min_batch_size=1,
            kinds=("lists", "pairs", "labelled"), needs=list_needs, lists=as_lists),
 ]

@@ -59,6 +59,7 @@ class Recipe:
     examples: Callable = mined_examples  # (cfg, corpus, reference, format, progress) -> (Dataset, stats)
     batch_sampler: str = "batch_sampler"  # a sentence_transformers BatchSamplers value
     budget: dict = field(default_factory=dict)  # general settings whose default differs for this recipe
+    min_batch_size: int = 2  # in-batch negatives and pair rankings need two examples; a list loss needs one list
     paper_budget: PaperBudget | None = None  # the budget its paper reports, shown where the default differs
     callbacks: Callable = no_callbacks  # (cfg, loss) -> extra transformers TrainerCallbacks (they may steer the loss)
     phases: Callable = no_phases  # (cfg, total_steps) -> [{"step", "label"}]: where the loss curve marks a change

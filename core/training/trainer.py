@@ -39,6 +39,7 @@ from core.training.card import save_with_card
 from core.training.config import TrainConfig
 from core.training.eta import EncodeShare, RunEta, save_seconds
 from core.training.recipes import get_recipe
+from core.training.selection import CheckpointSelection, selection_pairs
 from core.training.top_layers import split_layer, top_layers_view
 
 
@@ -131,10 +132,11 @@ class _SkipFinalEvaluation(TrainerCallback):
 
 class _ReportCallback(TrainerCallback):
     """Progress, whole-run ETA, loss, evaluation points and cancel: checked after every optimiser step. The time
-    in-training evaluations take is kept apart, so the step rate (and examples/s) is training's own."""
+    in-training evaluations and checkpoint selection's scorings take is kept apart, so the step rate (and
+    examples/s) is training's own; the scorings still to come are added to the ETA."""
 
-    def __init__(self, reporter: Reporter, eta: RunEta) -> None:
-        self.reporter, self.eta = reporter, eta
+    def __init__(self, reporter: Reporter, eta: RunEta, selection: CheckpointSelection | None = None) -> None:
+        self.reporter, self.eta, self.selection = reporter, eta, selection
         self.t0 = time.monotonic()
         self.examples_per_step = 0
         self.eval_s = 0.0  # seconds spent in in-training evaluations
@@ -147,22 +149,28 @@ class _ReportCallback(TrainerCallback):
         self.examples_per_step = (args.per_device_train_batch_size * max(1, args.gradient_accumulation_steps)
                                   * args.world_size)
 
+    def _eta(self, eta_s: float | None) -> float | None:
+        """The run's ETA (core.training.eta) with checkpoint selection's scorings still to come, rounded."""
+        if eta_s is not None and self.selection is not None and not self.eta.cancelled:
+            eta_s += self.selection.seconds_left()
+        return _rounded(eta_s)
+
     def on_step_end(self, args, state, control, **kwargs):
         elapsed = time.monotonic() - self.t0
         self.step = step = state.global_step
-        train_s = elapsed - self.eval_s
+        train_s = elapsed - self.eval_s - (self.selection.seconds if self.selection is not None else 0.0)
         if self.reporter.should_stop():
             control.should_training_stop = True
             control.should_evaluate = False  # a cancelled run keeps nothing, so stop at once
             self.eta.cancel()
         rate = step / train_s if train_s > 0 else 0.0
         self.reporter.progress(phase="training", step=step, total=state.max_steps, unit="steps",
-                               elapsed_s=round(elapsed, 2), eta_s=_rounded(self.eta.training(step, train_s)),
+                               elapsed_s=round(elapsed, 2), eta_s=self._eta(self.eta.training(step, train_s)),
                                examples_per_s=round(rate * self.examples_per_step, 1))
         if control.should_evaluate:
             self.eval_t0, self.share = time.monotonic(), EncodeShare(self.eta.eval_texts)
             self.reporter.progress(phase=f"evaluating at step {step}", step=0, total=self.share.total or None,
-                                   unit="texts", eta_s=_rounded(self.eta.evaluating(step, 0.0, 0.0)))
+                                   unit="texts", eta_s=self._eta(self.eta.evaluating(step, 0.0, 0.0)))
         return control
 
     def evaluation_progress(self, name: str, done: int, total: int) -> None:
@@ -172,7 +180,7 @@ class _ReportCallback(TrainerCallback):
         elapsed = time.monotonic() - self.eval_t0
         fraction = self.share.update(name, done, total, elapsed)
         left = self.eta.evaluating(self.step, elapsed, fraction, self.share.since or (0.0, 0.0))
-        self.reporter.progress(step=self.share.done, total=self.share.total, eta_s=_rounded(left))
+        self.reporter.progress(step=self.share.done, total=self.share.total, eta_s=self._eta(left))
 
     def on_evaluate(self, args, state, control, **kwargs):
         if self.eval_t0 is not None:
@@ -181,7 +189,7 @@ class _ReportCallback(TrainerCallback):
             self.eta.add_evaluation(seconds)
             self.eval_t0 = None
             self.reporter.progress(phase="training", step=state.global_step, total=state.max_steps, unit="steps",
-                                   eta_s=_rounded(self.eta.after_step(state.global_step)))
+                                   eta_s=self._eta(self.eta.after_step(state.global_step)))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
@@ -224,11 +232,13 @@ class _ServedElsewhere(SentenceEvaluator):
 
 
 def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter: Reporter | None,
-                 evaluator: SentenceEvaluator | None = None, eta: RunEta | None = None):
+                 evaluator: SentenceEvaluator | None = None, eta: RunEta | None = None,
+                 selection: CheckpointSelection | None = None):
     """A plain SentenceTransformerTrainer; our additions are the progress callback (its whole-run ETA from `eta`,
     else from the steps alone), the recipe's batch sampler and callbacks, an evaluator that skips the last step
-    and reports its encoding to the progress callback, and under DDP the stop sync that ends every rank at the same
-    step."""
+    and reports its encoding to the progress callback, checkpoint selection (after the progress callback, so it sees
+    a cancel and its scorings stay out of the step rate), and under DDP the stop sync that ends every rank at the
+    same step."""
     recipe = get_recipe(cfg.recipe)
     total = total_steps(cfg, len(dataset))
     eval_args = {}
@@ -256,11 +266,13 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
     )
     callbacks: list[TrainerCallback] = [_SkipFinalEvaluation()] if eval_args else []
     if reporter is not None:
-        report = _ReportCallback(reporter, eta or RunEta(total, cfg.eval_every if eval_args else 0))
+        report = _ReportCallback(reporter, eta or RunEta(total, cfg.eval_every if eval_args else 0), selection)
         callbacks.append(report)
         if eval_args and isinstance(evaluator, TradeoffEvaluator):
             evaluator.progress = report.evaluation_progress
     callbacks += recipe.callbacks(cfg, loss)
+    if selection is not None:
+        callbacks.append(selection)
     if cfg.world_size > 1:
         callbacks.append(distributed.StopSync())  # last: it sees every other callback's decision to stop
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
@@ -342,7 +354,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
 
     The evaluation history (reporter.log_eval) spans the run: the before-evaluation at step 0, the in-training ones,
     and the after-evaluation at the last step, where the trainer does not evaluate. From the first step on, eta_s
-    is the whole run's time left (core.training.eta).
+    is the whole run's time left (core.training.eta). With select_split, the model evaluated after training and
+    saved is the checkpoint selection kept (core.training.selection), recorded in the result's "selection".
 
     The caller renames work_dir into place only when this returns, so a failed or cancelled run leaves
     nothing exportable. Raises Cancelled when the reporter asked to stop.
@@ -364,6 +377,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     phase("loading corpus and models")
     corpus = load_run_corpus(cfg)
     sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
+    select = selection_pairs(cfg, sts)
     if cfg.eval_every > 0 and corpus.kind != "labelled":
         raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
     model = load_model(cfg.model, _device(cfg))
@@ -418,12 +432,16 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
         eval_texts = sum(len(texts) for texts in evaluation_texts(corpus, settings, sts, lists))
         eta = _run_eta(cfg, model, dataset, before_timing, eval_texts)
-        trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta)
+        selection = CheckpointSelection(select, cfg.select_every, reporter.progress) if select is not None else None
+        trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta, selection)
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
         t2 = time.monotonic()
-        train_out = trainer.train()
+        train_out = trainer.train()  # with selection, the model now holds the kept checkpoint
         distributed.training_ended(train_out.global_step)
         timings["train_s"] = time.monotonic() - t2
+        if selection is not None:
+            timings["select_s"] = selection.seconds
+            timings["train_s"] -= selection.seconds
         _release_memory()
         if reporter.should_stop():
             raise Cancelled()
@@ -453,6 +471,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         "world_size": cfg.world_size,
         "effective_batch_size": cfg.effective_batch_size,
         **({"derived": derived} if (derived := recipe.derived(cfg)) else {}),
+        **({"selection": selection.record()} if selection is not None else {}),
         "timings": {k: round(v, 2) for k, v in timings.items()},
         "corpus": {**corpus.summary(), **({"name": corpus_name} if corpus_name else {})},
         **({"lists": lists.summary()} if lists is not None and lists is not corpus else {}),
