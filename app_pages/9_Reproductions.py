@@ -24,8 +24,11 @@ data = st.text_input("Data folder", key="reproduce_data", persist_state="session
                      help="Each experiment reads its files from here; the files each needs are listed with it.")
 quick = st.toggle("Quick (a small budget: minutes on a CPU)", value=True, key="reproduce_quick")
 model = ui.state.model_name()
-st.caption(f"Every arm trains `{model}`, the model chosen on the Corpus page; the published figures are compared "
-           "with all-MiniLM-L6-v2's.")
+st.caption(f"Every arm trains `{model}`, the model chosen on the Corpus page. A claim that one arm beats another is "
+           "their paired difference on the same test items (95% interval and p-value); beside it stands the paper's "
+           "difference for the same comparison, with the paper's model and benchmark named where they are not ours. "
+           "An absolute published figure stands beside ours only where model, benchmark and metric are the same; "
+           "otherwise it is named in the notes.")
 
 for experiment in EXPERIMENTS.values():
     done, active, ended = latest(store, experiment.name)
@@ -38,6 +41,8 @@ for experiment in EXPERIMENTS.values():
             st.table(pd.DataFrame([{"claim": r["claim"], "published": published_text(r), "ours [95% CI]":
                                     ours_text(r), "differs from the paper": r["differs"] or "–"}
                                    for r in result.get("rows", [])]).set_index("claim"))
+            st.caption("A difference row (\"A - B\") is paired: both arms scored the same test items; its p-value "
+                       "is the bootstrap's (docs/definitions.md, Paired comparisons).")
             model_used = f" with `{result['model']}`" if result.get("model") else ""
             st.caption(f"{'Quick' if result.get('quick') else 'Full'} reproduction `{done.id}`{model_used}; its "
                        "arms are runs on the Runs page.")

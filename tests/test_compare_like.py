@@ -12,7 +12,7 @@ import pytest
 
 from core.cli import main
 from core.evaluation import items as per_item
-from core.evaluation.paired import FEW_ITEMS, MIN_ITEMS, _interval_and_p, compare
+from core.evaluation.paired import FEW_ITEMS, MIN_ITEMS, interval_and_p, compare
 from tests.conftest import tiny_runs_home
 from tests.tiny_model import build_tiny_model
 
@@ -48,7 +48,7 @@ def test_the_interval_excludes_zero_exactly_when_p_is_below_005(below):
     # p = 0.050 when the bounds were interpolated quantiles)
     rng = np.random.default_rng(below)
     deltas = np.concatenate([-rng.random(below) * 1e-3, 1e-3 + rng.random(1000 - below)])
-    low, high, p = _interval_and_p(deltas, 0.95)
+    low, high, p = interval_and_p(deltas, 0.95)
     assert (low > 0 or high < 0) == (p < 0.05), (below, low, high, p)
     assert low <= high
 
@@ -207,4 +207,5 @@ def test_few_test_lists_are_warned(tmp_path):
     rows = ["list_id,rank,text,split"] + [f"{i},{r},item {i} {r},{'test' if i < 12 else 'train'}"
                                            for i in range(40) for r in range(1, 4)]
     (tmp_path / "lists.csv").write_text("\n".join(rows) + "\n")
-    assert any(w.startswith("Only 12 test lists score a model") for w in load_lists(tmp_path / "lists.csv").report.warnings)
+    warnings = load_lists(tmp_path / "lists.csv").report.warnings
+    assert any(w.startswith("Only 12 test lists score a model") for w in warnings)

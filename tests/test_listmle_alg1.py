@@ -140,7 +140,8 @@ def test_the_loss_sums_a_lists_anchors_and_tau_defaults_to_1():
     both = listmle.listmle_from_scores(scores, targets, mask, torch.tensor([[1.0, 1, 0]]), 1.0)
     row1 = listmle.listmle_from_scores(scores, targets, mask, torch.tensor([[0.0, 1, 0]]), 1.0)
     assert both.item() == pytest.approx(star.item() + row1.item())
-    assert ListMLELoss(None).tau == 1.0 and TrainConfig(corpus="x", recipe="listmle").tau == 1.0
+    assert ListMLELoss(None).tau == 1.0  # the loss as the paper writes it
+    assert TrainConfig(corpus="x", recipe="listmle").tau == 0.05  # the recipe's default: a deviation (bench listmle)
 
 
 def test_the_settings_shapes_are_the_losss():

@@ -207,7 +207,7 @@ def test_per_class_differences_equal_a_direct_loop_and_reach_the_per_class_table
             right_b = (b["knn_pred"][idx] == labels[idx])[mask].mean()
             deltas.append(right_b - right_a)
     deltas = np.sort(deltas)
-    t = math.ceil(len(deltas) * 0.025)  # the order statistics paired._interval_and_p takes
+    t = math.ceil(len(deltas) * 0.025)  # the order statistics paired.interval_and_p takes
     assert (rows[0]["recall"]["ci_low"], rows[0]["recall"]["ci_high"]) == pytest.approx((deltas[t - 1], deltas[-t]))
     frame = per_class_frame(run.before, run.metrics_after)
     column = "kNN recall change 95% CI, p"

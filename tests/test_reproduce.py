@@ -22,7 +22,7 @@ from core.runs.store import RunStore
 from tests.conftest import no_errors
 from tests.test_sts import pair_table
 
-ROW_KEYS = {"claim", "published", "ours", "ci_low", "ci_high", "differs"}
+ROW_KEYS = {"claim", "published", "ours", "ci_low", "ci_high", "differs", "kind", "p_value", "comparable", "setting"}
 
 
 @pytest.fixture
@@ -87,9 +87,23 @@ def test_the_full_raoe_and_crops_tables_have_a_row_per_arm(tmp_path, monkeypatch
         arms = arms_of({"name": name, "data": "/data", "quick": False, "model": "all-MiniLM-L6-v2"})
         outcomes = {a.label: Outcome("r", a.config, metrics, metrics) for a in arms}
         tables[name] = EXPERIMENTS[name].rows(outcomes, Setup(False, "all-MiniLM-L6-v2"))
-    assert [r.published for r in tables["raoe"]] == [None, 78.99, 85.64, 88.55, 87.59, 84.31, 84.02, 76.79, 84.30]
-    assert all("average of 7 STS tasks" in r.differs for r in tables["raoe"][5:])
-    assert [r.ours for r in tables["crops"]] == [90.0] * 4 and "first 4 layers frozen" in tables["crops"][3].differs
+    raoe_rows = tables["raoe"]
+    figures = [r for r in raoe_rows if r.kind == "figure"]
+    assert len(figures) == 9 and all(r.published is None and not r.comparable for r in figures)  # BERT-base: notes
+    assert [r.differs.split("paper: ")[-1] for r in figures[1:4]] == [
+        f"{v} (BERT-base trained on NLI, STS-B test), not comparable" for v in (78.99, 85.64, 88.55)]
+    assert all("average of 7 STS tasks" in r.differs for r in figures[5:])
+    differences = {r.claim: r.published for r in raoe_rows if r.kind == "difference"}
+    assert differences == {"STS-B Spearman: AnglE - CoSENT": 6.65,
+                           "STS-B Spearman: RAOE stage 2 (L_rank) - CoSENT": None,
+                           "STS-B Spearman: full loss - L_rank only": 0.8,
+                           "STS-B Spearman: full loss - L_angle only": 1.09,
+                           "STS-B Spearman: full loss - gate on labels only": 8.32,
+                           "STS-B Spearman: full loss - gate on scores only": 0.81}
+    crops_figures = [r for r in tables["crops"] if r.kind == "figure"]
+    assert [r.ours for r in crops_figures] == [90.0] * 4 and "first 4 layers frozen" in crops_figures[3].differs
+    assert [r.claim for r in tables["crops"] if r.kind == "difference"] == [
+        "kNN accuracy (pp): crops - dropout", "kNN accuracy (pp): crops, top 2 layers - all layers"]
 
 
 def test_a_quick_run_does_not_ask_for_a_file_only_the_full_run_reads(stsb_dir):
@@ -110,10 +124,14 @@ def test_rows_put_the_published_figure_beside_ours_and_its_interval():
     rows = EXPERIMENTS["margins"].rows(outcomes, setup)
     first = rows[0]
     assert (first.published, first.ours, first.ci_low, first.ci_high) == (63.0, 63.5, 62.5, 64.5)
-    assert [r.published for r in rows] == [63.0, 46.6, 80.6, 35.2, 81.3, 29.6]
+    assert [r.published for r in rows] == [63.0, 46.6, 80.6, 35.2, 81.3, 29.6, 5.6, -0.7]
+    assert [r.kind for r in rows] == ["figure"] * 6 + ["difference"] * 2 and all(r.comparable for r in rows)
     assert "top 2 layers" in rows[2].differs and "50,000" in rows[2].differs and first.differs == ""
+    assert {a.config["discount"] for a in arms} == {"none"}  # seed 000's released weighting: what its table measured
     text = table_text([r.__dict__ for r in rows]).splitlines()
-    assert len(text) == 1 + len(rows) and "63.50 [62.50, 64.50]" in text[1]
+    assert len(text) == 1 + len(rows) and "63.50 [62.50, 64.50]" in text[1] and "+5.60" in text[7]
+    other = EXPERIMENTS["margins"].rows(outcomes, Setup(quick=True, model="/models/tiny"))
+    assert not any(r.comparable for r in other) and all(r.published is None for r in other if r.kind == "figure")
 
 
 def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
@@ -122,9 +140,12 @@ def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
     assert code == 0, capsys.readouterr().err
     out = json.loads(capsys.readouterr().out)
     assert out["name"] == "raoe" and out["quick"] is True
-    assert [r["published"] for r in out["rows"]] == [None, 78.99, 85.64, 88.55]
+    assert [(r["kind"], r["published"]) for r in out["rows"]] == [("figure", None)] * 4 + [
+        ("difference", 6.65), ("difference", None)]
     for row in out["rows"]:
-        assert set(row) == ROW_KEYS and row["ci_low"] < row["ours"] < row["ci_high"]
+        assert set(row) == ROW_KEYS and row["ci_low"] <= row["ours"] <= row["ci_high"] and not row["comparable"]
+        assert (row["p_value"] is None) == (row["kind"] == "figure")
+    assert "78.99 (BERT-base trained on NLI, STS-B test), not comparable" in out["rows"][1]["differs"]
     store = RunStore()
     (parent,) = store.list(kind="reproduce", with_losses=False)
     children = store.list(sweep_id=parent.id, with_losses=False)
@@ -141,6 +162,13 @@ def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
     (["reproduce", "raoe", "--data", "{dir}/stsb.csv"], "does not exist"),
     (["reproduce", "listmle", "--data", "{dir}"], "needs snli.csv"),
     (["reproduce", "raoe", "--quick", "--data", "{dir}", "--model", "{dir}/no-such-model"], "no-such-model"),
+    (["reproduce", "raoe", "--data", "{dir}", "--lists-per-step", "1"],
+     "--lists-per-step applies to listmle, not raoe"),
+    (["reproduce", "ata", "--data", "{dir}", "--select-split", "validation"], "applies to listmle, not ata"),
+    *[(["reproduce", "listmle", "--data", "{dir}", "--lists-per-step", bad], "--lists-per-step takes a whole number")
+      for bad in ("0", "-1", "abc", "1.5", "nan", "inf", "99999", "", " ", "1e3", "１")],
+    *[(["reproduce", "listmle", "--data", "{dir}", "--select-split", bad], "--select-split names a split")
+      for bad in ("", "   ", "x" * 41, "val\tid")],
 ])
 def test_a_reproduction_that_cannot_run_is_one_line_and_exit_2(stsb_dir, argv, message, capsys):
     code = main([a.format(dir=stsb_dir) for a in argv])
@@ -159,7 +187,9 @@ def test_reproductions_page_lists_every_experiment_and_shows_a_finished_one(
     assert [h.value for h in at.subheader] == [e.title for e in EXPERIMENTS.values()]
     (table,) = at.table
     frame = table.value
-    assert list(frame["published"]) == ["65.41", "65.87"] and frame["ours [95% CI]"].str.contains(r"\[").all()
+    assert list(frame["published"]) == ["not comparable (see notes)"] * 2 + ["+0.46 (Mistral-7B, MTEB-56 average)"]
+    assert frame["ours [95% CI]"].str.contains(r"\[").all() and ", p " in frame["ours [95% CI]"].iloc[2]
+    assert "65.87 (Mistral-7B, MTEB-56 average), not comparable" in frame["differs from the paper"].iloc[1]
     starts = [b for b in at.button if b.label.startswith("Run ")]
     assert len(starts) == len(EXPERIMENTS) and all(b.disabled for b in starts)  # no data folder given yet
 
@@ -209,3 +239,38 @@ def test_the_page_shows_why_the_latest_reproduction_failed(app, tiny_model_dir, 
     assert not at.exception
     assert [e.value for e in at.error] == [f"The latest reproduction `{run_id}` failed: the arm 'CoSENT' (run x) "
                                            "failed: out of memory"]
+
+
+def test_listmle_claims_are_differences_beside_the_papers_and_its_options_reach_the_arms():
+    from core.reproduce import listmle
+
+    setup = Setup(False, "all-MiniLM-L6-v2", lists_per_step=1, select_split="dev")
+    arms = {a.label: a.config for a in listmle.arms(Path("/data"), setup)}
+    assert arms[listmle.METHOD]["w"] == 0.7 and arms[listmle.MULTI]["w"] == 0.5 and arms[listmle.SCORES]["w"] == 0
+    assert all((c["batch_size"], c["examples"], c["select_split"]) == (1, 150, "dev") for c in arms.values())
+    quick = listmle.arms(Path("/data"), Setup(True, "all-MiniLM-L6-v2"))
+    assert [a.label for a in quick] == [listmle.METHOD] and quick[0].config["batch_size"] == listmle.LISTS_PER_STEP
+    assert quick[0].config["select_split"] == "validation"
+    metrics = {"sts_spearman": 80.0, "sts_spearman_ci": [79.0, 81.0], "ordering_accuracy": 0.5,
+               "ordering_accuracy_ci": [0.45, 0.55]}
+    outcomes = {label: Outcome("r", {**c, "tau": 1.0}, metrics, metrics) for label, c in arms.items()}
+    rows = listmle.rows(outcomes, setup)
+    assert not any(r.comparable for r in rows)  # BERT-base, average of 7 STS tasks: never ours
+    assert all(r.published is None for r in rows if r.kind == "figure")
+    assert any("81.17 (SynCSE-r, BERT-base, average of 7 STS tasks), not comparable" in r.differs for r in rows)
+    differences = {r.claim: (r.published, r.setting) for r in rows if r.kind == "difference" and r.published}
+    assert differences == {
+        f"STS Spearman: {listmle.METHOD} - before": (1.04, listmle.SYNCSE),
+        f"STS Spearman: {listmle.MULTI} - before": (0.72, listmle.MULTICSR),
+        f"STS Spearman: {listmle.MULTI} - {listmle.SCORES}": (0.15, listmle.MULTICSR),
+        f"STS Spearman: {listmle.MULTI} - {listmle.ORDER}": (0.68, listmle.MULTICSR)}
+    assert all("MultiCSR" not in r.setting for r in rows if r.claim.startswith(f"STS Spearman: {listmle.METHOD}"))
+
+
+def test_one_list_per_step_is_a_batch_of_one_which_only_a_list_recipe_takes():
+    from core.training.config import TrainConfig
+
+    assert TrainConfig.from_dict({"corpus": "x.csv", "recipe": "listmle", "batch_size": 1}).batch_size == 1
+    for recipe in ("triplet", "mnrl", "cosent", "raoe"):
+        with pytest.raises(UserError, match=f"batch_size must be at least 2 for {recipe}"):
+            TrainConfig.from_dict({"corpus": "x.csv", "recipe": recipe, "batch_size": 1})

@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--quick", action="store_true", help="a small budget: minutes on a CPU, not the paper's setting")
     rp.add_argument("--model", default=None, help="the model every arm trains (default all-MiniLM-L6-v2, the model "
                     "the published figures are compared with)")
+    rp.add_argument("--lists-per-step", default=None, metavar="N", help="listmle: lists per optimiser step "
+                    "(default 16; the paper trains 1)")
+    rp.add_argument("--select-split", default=None, metavar="SPLIT", help="listmle: the split of stsb.csv whose STS "
+                    "Spearman picks each arm's checkpoint, step 0 included (default validation)")
     rp.add_argument("--json", action="store_true")
     rs = sub.add_parser("runs", help="list runs")
     rs.add_argument("--json", action="store_true")

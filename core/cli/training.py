@@ -281,7 +281,9 @@ def cmd_reproduce(args) -> dict:
     from core.reproduce.job import reproduction_config
 
     store = RunStore()
-    run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, args.model))
+    run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, args.model,
+                                                           lists_per_step=args.lists_per_step,
+                                                           select_split=args.select_split))
     run = follow(store, run_id)
     if run.status == "failed":
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1

@@ -68,7 +68,8 @@ def ordering_metrics(model, lists: ListCorpus, progress=None) -> dict:
     exact, taus = list_scores(list_similarities(model, lists.test, lists.shape, progress))
     return {"ordering_accuracy": float(np.mean(exact)), "kendall_tau": float(np.mean(taus)), "n_lists": len(exact),
             "list_split": lists.target_split, "list_shape": lists.shape,
-            ITEMS: {"list_exact": exact, "list_tau": taus}, ITEMS_OF: {"lists": items_key(lists.shape, lists.test.lists)}}
+            ITEMS: {"list_exact": exact, "list_tau": taus},
+            ITEMS_OF: {"lists": items_key(lists.shape, lists.test.lists)}}
 
 
 def evaluate_lists(model, lists: ListCorpus, model_name: str, progress=None) -> dict:

@@ -101,10 +101,10 @@ def paired_bootstrap(statistic: Statistic, a: dict[str, np.ndarray], b: dict[str
                      count: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> tuple[float, float, float]:
     """(ci_low, ci_high, p_value) of statistic(b) - statistic(a) over the same resampled items."""
     deltas = [statistic(b, idx) - statistic(a, idx) for idx in resample_indices(n, count, seed)]
-    return _interval_and_p(np.concatenate(deltas), level)
+    return interval_and_p(np.concatenate(deltas), level)
 
 
-def _interval_and_p(deltas: np.ndarray, level: float) -> tuple[float, float, float]:
+def interval_and_p(deltas: np.ndarray, level: float) -> tuple[float, float, float]:
     """The percentile interval and two-sided p-value of resampled differences (NaN ones, from a resample where the
     figure is undefined, left out); all NaN when too few are left to place both bounds.
 
@@ -247,7 +247,7 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
     for c in classes:
         row: dict = {"code": int(c), "n": int((labels == c).sum())}
         for metric in ("recall", "polarity"):
-            bounds = _interval_and_p(np.concatenate(deltas[(c, metric)]), level)
+            bounds = interval_and_p(np.concatenate(deltas[(c, metric)]), level)
             row[metric] = {k: (None if math.isnan(v) else v) for k, v in zip(("ci_low", "ci_high", "p_value"), bounds)}
         out.append(row)
     return out

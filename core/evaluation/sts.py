@@ -48,7 +48,8 @@ def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | 
         return {"sts_spearman": None}
     gold = np.asarray(pairs.test.scores, dtype=np.float64)
     return {"sts_spearman": 100 * float(spearmanr(cosine, gold).statistic),
-            ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold}, ITEMS_OF: {"pairs": items_key(pairs.test.text1, pairs.test.text2, gold)}}
+            ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold},
+            ITEMS_OF: {"pairs": items_key(pairs.test.text1, pairs.test.text2, gold)}}
 
 
 def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.reproduce.experiment import Arm, Experiment, Outcome, Row, Setup, Source, row
+from core.reproduce.experiment import Arm, Experiment, Outcome, Row, Setup, Source, difference, row
 
 ARMS = (("crops", {"recipe": "crop"}), ("dropout (baseline)", {"recipe": "dropout"}))
 TOP = 2  # the layers the paper's cheaper variant trains
@@ -46,10 +46,16 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
     out = [row("BBC News kNN accuracy (%) before training", None, first.before, "knn_accuracy", scale=100)]
     out += [row(f"BBC News kNN accuracy (%) after {label}", None, outcomes[label].after, "knn_accuracy", differs,
                 scale=100) for label, _ in ARMS]
+    crop, dropout = (outcomes[label].after for label, _ in ARMS)
+    out.append(difference("kNN accuracy (pp): crops - dropout", None, dropout, crop, "knn_accuracy", differs,
+                          scale=100))
     if TOP_ARM in outcomes:
         frozen = outcomes[TOP_ARM].config["freeze_layers"]
-        out.append(row(f"BBC News kNN accuracy (%) after {TOP_ARM}", None, outcomes[TOP_ARM].after, "knn_accuracy",
-                       f"{differs}; embeddings and the first {frozen} layers frozen", scale=100))
+        top = f"{differs}; embeddings and the first {frozen} layers frozen"
+        out += [row(f"BBC News kNN accuracy (%) after {TOP_ARM}", None, outcomes[TOP_ARM].after, "knn_accuracy", top,
+                    scale=100),
+                difference(f"kNN accuracy (pp): {TOP_ARM} - all layers", None, crop, outcomes[TOP_ARM].after,
+                           "knn_accuracy", top, scale=100)]
     return out
 
 

@@ -1,7 +1,13 @@
 """What a reproduction is: a seed paper's headline experiment as a few training runs (arms) on files of a data
 folder, and the rows it reports, each a claim with the paper's figure beside ours, our 95% interval and what we do
 differently. The experiments themselves (one module each) only declare arms and rows; core.reproduce.job runs
-them as runs of the store."""
+them as runs of the store.
+
+A claim that "A beats B" is a DIFFERENCE row: both arms scored the same test items, so it carries the paired 95%
+interval and p-value of core.evaluation.paired, and the paper's figure beside it is the paper's difference for the
+same comparison, its model and benchmark named. A FIGURE row is one evaluation's number; the paper's absolute figure
+stands beside it only where it is comparable (the same model, benchmark and metric), otherwise it moves to the row's
+note: a Mistral-7B MTEB average beside a MiniLM STS-B Spearman would read as a reproduction it is not."""
 
 from __future__ import annotations
 
@@ -37,10 +43,14 @@ class Arm:
 
 @dataclass(frozen=True)
 class Setup:
-    """How a reproduction is run: `quick` (a small budget) or the experiment's full one, and the model trained."""
+    """How a reproduction is run: `quick` (a small budget) or the experiment's full one, the model trained, and the
+    settings an experiment may offer (None: its own default): lists per optimiser step and the split of the STS
+    corpus that picks each arm's checkpoint (core.reproduce.listmle)."""
 
     quick: bool
     model: str
+    lists_per_step: int | None = None
+    select_split: str | None = None
 
     @property
     def model_name(self) -> str:
@@ -58,9 +68,21 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Paper:
+    """A figure of the paper and the setting it was measured in ("SynCSE-r, BERT-base, average of 7 STS tasks");
+    `comparable`: our row measures the same thing with the same model on the same benchmark and metric."""
+
+    value: float
+    setting: str
+    comparable: bool = False
+
+
+@dataclass(frozen=True)
 class Row:
-    """A claim with the paper's figure (None where the paper gives none, e.g. a trend read off a figure), ours with
-    its 95% interval, and the settings that differ from the paper's ('' where none do)."""
+    """A claim with the paper's figure (None where the paper gives none, e.g. a trend read off a figure, or where it
+    is not comparable with a figure of ours), ours with its 95% interval, and the settings that differ from the
+    paper's ('' where none do). `kind` "difference": ours is b - a of two arms on the same items, with its paired
+    p-value; `setting` names where the paper's figure comes from."""
 
     claim: str
     published: float | None
@@ -68,6 +90,10 @@ class Row:
     ci_low: float | None
     ci_high: float | None
     differs: str
+    kind: str = "figure"
+    p_value: float | None = None
+    comparable: bool = False
+    setting: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +104,7 @@ class Experiment:
     sources: tuple[Source, ...]
     arms: Callable[[Path, Setup], list[Arm]]  # (data folder, setup) -> the runs to train
     rows: Callable[[dict[str, Outcome], Setup], list[Row]]  # (outcome per arm label, setup) -> the table
+    options: tuple[str, ...] = ()  # the Setup settings it reads beside quick and model (e.g. "lists_per_step")
 
     def paths(self, data: Path, quick: bool) -> dict[str, Path]:
         """The files in `data` that a run (--quick or full) reads; UserError naming the first one missing."""
@@ -104,7 +131,41 @@ def figure(metrics: dict, key: str, scale: float = 1.0) -> tuple[float | None, f
     return scaled[0], scaled[1], scaled[2]
 
 
-def row(claim: str, published: float | None, metrics: dict, key: str, differs: str = "",
-        scale: float = 1.0) -> Row:
-    """A row of `key` in `metrics` (an arm's before or after evaluation)."""
-    return Row(claim, published, *figure(metrics, key, scale), differs)
+def _joined(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def row(claim: str, paper: Paper | None, metrics: dict, key: str, differs: str = "", scale: float = 1.0) -> Row:
+    """A figure row of `key` in `metrics` (an arm's before or after evaluation); the paper's figure beside it only
+    where it is comparable, else named in the note."""
+    if paper is not None and not paper.comparable:
+        note = f"paper: {paper.value:g} ({paper.setting}), not comparable"
+        return Row(claim, None, *figure(metrics, key, scale), _joined(differs, note), setting=paper.setting)
+    return Row(claim, None if paper is None else paper.value, *figure(metrics, key, scale), differs,
+               comparable=paper is not None, setting="" if paper is None else paper.setting)
+
+
+def difference(claim: str, paper: Paper | None, a: dict, b: dict, key: str, differs: str = "",
+               scale: float = 1.0) -> Row:
+    """A difference row: figure `key` of evaluation b minus a (two arms, or one arm after minus before) on the same
+    test items, with its paired 95% interval and p-value (core.evaluation.paired); where the two cannot be compared
+    (other items, another judge or k; too few items for an interval) the note says why."""
+    from core.evaluation.paired import compared
+
+    result = compared(a, b)
+    found = next((d for d in result["metrics"] if d["name"] == key), None)
+    notes = [n for n in result["notes"] if n.startswith(_figure_name(key, a))]
+    if found is None:
+        values: tuple = (None, None, None, None)
+    else:
+        bounds = (None if v is None else v * scale for v in (found["ci_low"], found["ci_high"]))
+        values = (found["delta"] * scale, *bounds, found["p_value"])
+    return Row(claim, None if paper is None else paper.value, *values[:3], _joined(differs, *notes),
+               kind="difference", p_value=values[3], comparable=paper is not None and paper.comparable,
+               setting="" if paper is None else paper.setting)
+
+
+def _figure_name(key: str, result: dict) -> str:
+    from core.evaluation.paired import figure_name
+
+    return figure_name(key, result)

@@ -8,30 +8,74 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from core.errors import Cancelled, UserError
+from core.errors import Cancelled, UserError, shorten
 from core.reproduce import get_experiment
 from core.reproduce.experiment import Arm, Outcome, Setup
 
 
-def reproduction_config(name: str, data: str | Path, quick: bool, model: str | None = None) -> dict:
+def reproduction_config(name: str, data: str | Path, quick: bool, model: str | None = None, *,
+                        lists_per_step: object = None, select_split: object = None) -> dict:
     """The stored config of a reproduction, checked now (unknown name, missing folder or file, a model that cannot
-    be found, an arm whose settings do not validate: UserError), so a bad request never becomes a run."""
+    be found, an option the experiment does not take or a bad value of one, an arm whose settings do not validate:
+    UserError), so a bad request never becomes a run."""
     from core.models.loading import DEFAULT_MODEL, resolve_model
 
     experiment = get_experiment(name)
+    options = {"lists_per_step": _lists_per_step(lists_per_step), "select_split": _split_name(select_split)}
+    given = [k for k, v in options.items() if v is not None]
+    if refused := [k for k in given if k not in experiment.options]:
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in refused)
+        raise UserError(f"{flags} {'applies' if len(refused) == 1 else 'apply'} to "
+                        f"{', '.join(e.name for e in _taking(refused[0])) or 'no experiment'}, not {experiment.name}.")
     folder = Path(data).expanduser().resolve()
     experiment.paths(folder, quick)
-    config = {"name": experiment.name, "data": str(folder), "quick": bool(quick), "model": model or DEFAULT_MODEL}
+    config = {"name": experiment.name, "data": str(folder), "quick": bool(quick), "model": model or DEFAULT_MODEL,
+              **{k: options[k] for k in given}}
     resolve_model(config["model"])
     arms_of(config)
     return config
+
+
+def _taking(option: str) -> list:
+    from core.reproduce import EXPERIMENTS
+
+    return [e for e in EXPERIMENTS.values() if option in e.options]
+
+
+MAX_LISTS_PER_STEP = 4096  # the batch size's bound (core.training.config)
+
+
+def _lists_per_step(value: object) -> int | None:
+    """--lists-per-step as a whole number 1..MAX_LISTS_PER_STEP; UserError in one line otherwise."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LISTS_PER_STEP:
+        raise UserError(f"--lists-per-step takes a whole number of lists from 1 to {MAX_LISTS_PER_STEP}, got "
+                        f"{shorten(str(value))}.")
+    return int(text)
+
+
+def _split_name(value: object) -> str | None:
+    """--select-split as a split name: printable, non-empty, at most 40 characters."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text or len(text) > 40 or not text.isprintable():
+        raise UserError(f"--select-split names a split of the STS file (e.g. validation), got {shorten(str(value))}.")
+    return text
+
+
+def setup_of(config: dict) -> Setup:
+    """How the stored reproduction `config` runs."""
+    return Setup(config["quick"], config["model"], config.get("lists_per_step"), config.get("select_split"))
 
 
 def arms_of(config: dict) -> list[Arm]:
     """The experiment's arms with every setting validated (TrainConfig), stored as a run stores its config."""
     from core.training.config import TrainConfig
 
-    setup = Setup(config["quick"], config["model"])
+    setup = setup_of(config)
     arms = get_experiment(config["name"]).arms(Path(config["data"]), setup)
     return [Arm(a.label, TrainConfig.from_dict(a.config).to_dict()) for a in arms]
 
@@ -64,12 +108,13 @@ def run_arms(store, parent_id: str | None, arms: list[Arm], progress=None,
 
 def run_job(ctx) -> dict:
     config = reproduction_config(ctx.config["name"], ctx.config["data"], ctx.config.get("quick", False),
-                                 ctx.config.get("model"))
+                                 ctx.config.get("model"), lists_per_step=ctx.config.get("lists_per_step"),
+                                 select_split=ctx.config.get("select_split"))
     experiment = get_experiment(config["name"])
     arms = arms_of(config)
     outcomes = run_arms(ctx.store, ctx.run_id, arms, ctx.progress, ctx.should_stop)
     ctx.progress(phase="done", step=len(arms), total=len(arms))
-    setup = Setup(config["quick"], config["model"])
+    setup = setup_of(config)
     return {"name": experiment.name, "quick": config["quick"], "model": config["model"],
             "rows": [asdict(r) for r in experiment.rows(outcomes, setup)],
             "runs": {label: o.run_id for label, o in outcomes.items()}}
