@@ -253,8 +253,12 @@ def test_listmle_claims_are_differences_beside_the_papers_and_its_options_reach_
     assert quick[0].config["select_split"] == "validation"
     metrics = {"sts_spearman": 80.0, "sts_spearman_ci": [79.0, 81.0], "ordering_accuracy": 0.5,
                "ordering_accuracy_ci": [0.45, 0.55]}
-    outcomes = {label: Outcome("r", {**c, "tau": 1.0}, metrics, metrics) for label, c in arms.items()}
+    kept = {"best_step": 0, "best": 86.72,
+            "points": [{"step": 0, "sts_spearman": 86.72}, {"step": 10, "sts_spearman": 86.6}]}
+    outcomes = {label: Outcome("r", {**c, "tau": 1.0}, metrics, metrics, {"selection": kept})
+                for label, c in arms.items()}
     rows = listmle.rows(outcomes, setup)
+    assert "kept step 0 of 10 (validation Spearman 86.72, the model as it was)" in rows[2].differs
     assert not any(r.comparable for r in rows)  # BERT-base, average of 7 STS tasks: never ours
     assert all(r.published is None for r in rows if r.kind == "figure")
     assert any("81.17 (SynCSE-r, BERT-base, average of 7 STS tasks), not comparable" in r.differs for r in rows)

@@ -12,7 +12,7 @@ note: a Mistral-7B MTEB average beside a MiniLM STS-B Spearman would read as a r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import UserError
@@ -59,12 +59,14 @@ class Setup:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A finished arm: its run id, its stored config (every default filled in) and its evaluations."""
+    """A finished arm: its run id, its stored config (every default filled in), its evaluations and its run's summary
+    (what training recorded beside them, e.g. the checkpoint selection kept)."""
 
     run_id: str
     config: dict
     before: dict
     after: dict
+    summary: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

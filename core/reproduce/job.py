@@ -102,7 +102,8 @@ def run_arms(store, parent_id: str | None, arms: list[Arm], progress=None,
             raise Cancelled()
         if run.status != "done":
             raise UserError(f"the arm '{arm.label}' (run {child}) failed: {run.error}")
-        outcomes[arm.label] = Outcome(child, run.config, run.before or {}, run.metrics_after or {})
+        outcomes[arm.label] = Outcome(child, run.config, run.before or {}, run.metrics_after or {},
+                                      run.progress.get("summary") or {})
     return outcomes
 
 

@@ -48,6 +48,19 @@ def arms(data: Path, setup: Setup) -> list[Arm]:
     return [Arm(label, {**base, **ARMS[label]}) for label in chosen]
 
 
+def _kept(outcome: Outcome) -> str:
+    """Which checkpoint the arm kept and why ("; kept step 0 of 10: ..."), from its run's selection record."""
+    chosen = outcome.summary.get("selection")
+    if not chosen:
+        return ""
+    points = {p["step"]: p["sts_spearman"] for p in chosen.get("points", [])}
+    last = max(points, default=0)
+    first = points.get(0)
+    return (f"; kept step {chosen['best_step']} of {last} (validation Spearman {chosen['best']:.2f}"
+            + (f"; step 0 {first:.2f}" if chosen["best_step"] != 0 and first is not None else ", the model as it was")
+            + ")")
+
+
 def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
     config = outcomes[METHOD].config
     ours = f"{setup.model_name} on STS-B test"
@@ -60,9 +73,11 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
     out = [row("STS Spearman before post-training", Paper(BEFORE[METHOD], SYNCSE), before, "sts_spearman", ours),
            row("SNLI test lists in exact order before (%)", None, before, "ordering_accuracy", scale=100)]
     for label, outcome in outcomes.items():
-        out += [row(f"STS Spearman after {label}", PAPER[label], outcome.after, "sts_spearman", f"{ours}; {budget}"),
+        kept = _kept(outcome)
+        out += [row(f"STS Spearman after {label}", PAPER[label], outcome.after, "sts_spearman",
+                    f"{ours}; {budget}{kept}"),
                 row(f"SNLI test lists in exact order after {label} (%)", None, outcome.after, "ordering_accuracy",
-                    budget, scale=100)]
+                    budget + kept, scale=100)]
     for label in (METHOD, MULTI):
         if label in outcomes:
             gain = Paper(round(PAPER[label].value - BEFORE[label], 2), PAPER[label].setting)
