@@ -210,8 +210,9 @@ def test_a_command_whose_run_ended_cancelled_prints_it_and_exits_130(monkeypatch
 
 @pytest.fixture
 def warned_corpus(tmp_path) -> Path:
-    """A corpus whose report warns twice: one text with two labels, and rows of an unknown split value."""
-    rows = [f"sentence {i} about topic {i % 2},{'ab'[i % 2]},{'test' if i % 5 == 0 else 'train'}" for i in range(40)]
+    """A corpus whose report warns twice: one text with two labels, and rows of an unknown split value (32 test texts:
+    enough not to be warned of as too few)."""
+    rows = [f"sentence {i} about topic {i % 2},{'ab'[i % 2]},{'test' if i % 5 == 0 else 'train'}" for i in range(160)]
     rows += ["sentence 1 about topic 1,a,train", "odd one,a,dev2", "odd two,b,dev2"]
     path = tmp_path / "warned.csv"
     path.write_text("text,label,split\n" + "\n".join(rows) + "\n")

@@ -117,6 +117,7 @@ def test_the_after_evaluation_and_saved_model_are_the_kept_checkpoint(learning):
     assert sts_spearman(kept, load_pairs(cfg.sts_corpus)) == pytest.approx(result["after"]["sts_spearman"], abs=1e-4)
 
 
+@pytest.mark.slow  # torchrun over 2 processes: 18-38 s; the selection itself is tested in one process above
 def test_a_run_over_two_processes_selects_on_rank_0(tiny_model_dir, tmp_path, capsys):
     """Rank 0 scores and keeps the checkpoint while the other rank waits for it at the next step (PyTorch DDP,
     gloo on the CPU): the run is recorded once, with the kept checkpoint saved."""

@@ -139,15 +139,15 @@ def figure_name(name: str, result: dict) -> str:
     return HEADLINE_BY_KEY[name].short.format(k=result.get("k", "k"))
 
 
-def _unlike(name: str, figure: Figure, a: dict, b: dict) -> str | None:
-    """Why figure `name` of results a and b is not one figure computed two ways (its conditions differ), or None."""
+def _unlike(figure: Figure, a: dict, b: dict) -> str | None:
+    """Why `figure` of results a and b is not one figure computed two ways (its conditions differ), or None."""
     cond_a, cond_b = per_item.conditions(a), per_item.conditions(b)
     if (cond_a is None) != (cond_b is None):
         return ("one evaluation was stored before test items were matched by their content; evaluate it again to "
                 "compare")
     if cond_a is None:  # both older: their `of` held the corpus and settings, but not the judge of S@k
-        return "stored before S@k's judge was recorded; evaluate again to compare" if "judge" in figure.depends \
-            else None
+        judged = "judge" in figure.depends
+        return "stored before S@k's judge was recorded; evaluate again to compare" if judged else None
     differ = [c for c in figure.depends if cond_a.get(c) != cond_b.get(c)]
     if "judge" in differ:
         names = (a.get("judge", "?"), b.get("judge", "?"))
@@ -194,7 +194,7 @@ def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, arrays: 
         if a.get(name) is None or b.get(name) is None:
             continue
         shown = figure_name(name, a) if a.get("k") == b.get("k") else f"{figure_name(name, a)} / {figure_name(name, b)}"
-        if (why := _unlike(name, figure, a, b)) is not None:
+        if (why := _unlike(figure, a, b)) is not None:
             notes.append(f"{shown} not compared: {why}")
             continue
         if not per_item.same_items(a, b, figure.group):
@@ -226,7 +226,7 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
     same test texts; `arrays` as in compare."""
     arrays_a, arrays_b = _arrays(a, b, arrays)
     if (arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts") or "knn_label" not in arrays_a
-            or _unlike("knn_accuracy", FIGURES["knn_accuracy"], a, b) or _unlike("polarity", FIGURES["polarity"], a, b)
+            or _unlike(FIGURES["knn_accuracy"], a, b) or _unlike(FIGURES["polarity"], a, b)
             or len(arrays_a["knn_label"]) < MIN_ITEMS):
         return []
     labels = arrays_a["knn_label"]
