@@ -81,10 +81,11 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
     for label in (METHOD, MULTI):
         if label in outcomes:
             gain = Paper(round(PAPER[label].value - BEFORE[label], 2), PAPER[label].setting)
+            kept = _kept(outcomes[label])
             out += [difference(f"STS Spearman: {label} - before", gain, outcomes[label].before, outcomes[label].after,
-                               "sts_spearman", f"{ours}; {budget}"),
+                               "sts_spearman", f"{ours}; {budget}{kept}"),
                     difference(f"exact order (pp): {label} - before", None, outcomes[label].before,
-                               outcomes[label].after, "ordering_accuracy", budget, scale=100)]
+                               outcomes[label].after, "ordering_accuracy", budget + kept, scale=100)]
     for label in (SCORES, ORDER):
         if label in outcomes:
             gap = Paper(round(PAPER[MULTI].value - PAPER[label].value, 2), MULTICSR)
