@@ -187,3 +187,18 @@ def test_real_sts_benchmark_is_recognised_as_pairs(app):
     at = paste_table(app, "\n".join(lines[:200]) + "\n")
     no_errors(at)
     assert any(m.value.startswith("**Pair corpus**: ") for m in at.markdown)
+
+
+def test_the_sts_axis_ticks_fall_on_round_steps_and_its_split_counts_have_separators(tmp_path):
+    """Issue 31, items 2 and 7: a change of 0.17 points drew ticks at 77.225, 77.393, ...; and '2000 'validation''
+    lacked its thousands separator."""
+    from core.data.pairs import load_pairs
+
+    row = {"run_id": "r1", "name": "raoe", "before": 77.2, "after": 77.37, "change": 0.17}
+    fig = sts_change_figure([row])
+    low, high = fig.layout.xaxis.range
+    assert high - low >= 1.0 and low < 77.2 and high > 77.37 and fig.layout.xaxis.tickformat == ".1f"
+    lines = ["text1,text2,score,split"] + [f"a {i} cat,the {i} dog,{i % 5},{'train' if i < 40 else 'test'}"
+                                           for i in range(60)] + [f"x {i},y {i},1,validation" for i in range(2000)]
+    (tmp_path / "p.csv").write_text("\n".join(lines) + "\n")
+    assert any("2,000 'validation'" in w for w in load_pairs(tmp_path / "p.csv").report.warnings)

@@ -399,6 +399,9 @@ def _published_marks(fig: go.Figure, published: dict[str, Published], k: int, di
                       annotation_font_color=PUBLISHED_COLOUR, annotation_position="top left")
 
 
+STS_MIN_SPAN = 1.0  # the STS axis spans at least a point of Spearman x 100, so its ticks fall on round steps
+
+
 def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> go.Figure:
     """One line per run from its STS Spearman before training (grey) to after (coloured by better / worse), so
     the direction and size of each change read at a glance; rows as
@@ -422,7 +425,11 @@ def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> 
                       annotation_position="top right")
     fig.update_layout(title="STS Spearman before → after training", height=120 + 40 * len(rows),
                       legend={"orientation": "h", "y": -0.2})
-    fig.update_xaxes(title_text="STS Spearman (cosine vs gold score × 100)")
+    values = [v for r in rows for v in (r["before"], r["after"])] + [f.value for f in published]
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    pad = max(STS_MIN_SPAN / 2, 0.1 * (high - low))  # a span of a point or more: ticks at 0.2 or 0.5, not 77.225
+    fig.update_xaxes(title_text="STS Spearman (cosine vs gold score × 100)", range=[low - pad, high + pad],
+                     tickformat=".1f")
     fig.update_yaxes(type="category", autorange="reversed")
     return fig
 

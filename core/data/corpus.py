@@ -754,7 +754,7 @@ def split_by_column(splits: np.ndarray, col: str, warnings: list[str],
     used = {"train", "test"} if test.size else {"train", *VALIDATION_NAMES} if validation.size else {"train"}
     unused = Counter(s for s in splits if s not in used)
     if unused:
-        listed = ", ".join(f"{n} {shorten(s or '(empty)')}" for s, n in sorted(unused.items()))
+        listed = ", ".join(f"{n:,} {shorten(s or '(empty)')}" for s, n in sorted(unused.items()))
         warnings.append(f"Rows of split column '{col}' not used for training or evaluation: {listed}.")
     if test.size:
         return train, test, "test", f"split column '{col}'"
