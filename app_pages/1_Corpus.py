@@ -31,7 +31,7 @@ from ui.corpus_view import (
 )
 from ui.layout import escaped, literal
 from ui.per_class_view import per_class_results
-from ui.run_panel import interval_caption
+from ui.run_panel import interval_caption, published_caption
 from ui.state import Table
 
 SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
@@ -371,6 +371,7 @@ def show_sts_evaluation(corpus) -> None:
         st.columns(4)[0].metric("STS Spearman", f"{r['sts_spearman']:.1f}", border=True,
                                 help=f"Over {r['n_pairs']:,} {r['target_split']} pairs.")
         interval_caption(r)
+        published_caption(r, (corpus.fingerprint,))
 
 
 def show_list_evaluation(corpus) -> None:
@@ -388,6 +389,7 @@ def show_list_evaluation(corpus) -> None:
             card.metric(metric.short, metric.text(r[key]), border=True,
                         help=f"Over {r['n_lists']:,} {r['target_split']} lists.")
         interval_caption(r)
+        published_caption(r, (corpus.fingerprint,))
 
 
 def show_evaluation(corpus) -> None:
@@ -409,6 +411,7 @@ def show_evaluation(corpus) -> None:
     cards[3].metric("Linear probe accuracy", f"{100 * r['linear_accuracy']:.1f}%", border=True,
                     help="Logistic regression trained on the frozen training embeddings.")
     interval_caption(r)
+    published_caption(r, (corpus.fingerprint,))
     st.caption(f"Standard deviation over {r['n_queries']:,} targets: P {r['polarity_sd']:.1f}, "
                f"S {r['similarity_sd']:.1f} · pool of {r['n_pool']:,} training texts")
     st.markdown("**Per class**")

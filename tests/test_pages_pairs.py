@@ -202,3 +202,16 @@ def test_the_sts_axis_ticks_fall_on_round_steps_and_its_split_counts_have_separa
                                            for i in range(60)] + [f"x {i},y {i},1,validation" for i in range(2000)]
     (tmp_path / "p.csv").write_text("\n".join(lines) + "\n")
     assert any("2,000 'validation'" in w for w in load_pairs(tmp_path / "p.csv").report.warnings)
+
+
+def test_the_reference_card_names_the_published_figure_of_its_corpus(app):
+    """Issue 31, item 3.1: a figure entered on the Corpus page stands under the reference card it belongs to, not only
+    under later runs' cards."""
+    at = paste_table(app, pasted(pair_table()))
+    at.number_input(key="published_value:sts_spearman").set_value(77.6)
+    at.text_input(key="published_note").set_value("Reimers & Gurevych 2019").run()
+    button(at, "Save figure").click().run()
+    button(at, "Run STS evaluation").click().run()
+    no_errors(at)
+    assert "Published on this test set: STS Spearman 77.6 (Reimers & Gurevych 2019)." in [
+        c.value.replace("\\", "") for c in at.caption]

@@ -74,6 +74,18 @@ def interval_caption(result: dict, when: str = "") -> None:
         st.caption(f"95% intervals{f' {when}' if when else ''}: {text}.")
 
 
+def published_caption(result: dict, corpus_fingerprints: tuple[str, ...]) -> None:
+    """A line under a result's cards with the figures published for its corpus (core.evaluation.published) that it
+    reports, each with its caveat where it was measured at another k or discount; nothing where there is none."""
+    figures = [f for fingerprint in corpus_fingerprints for f in published(fingerprint).values()
+               if result.get(f.key) is not None]
+    if figures:
+        k = result.get("k", 16)
+        discount = result.get("discount", "linear")  # a result saved before the discount was a setting used linear
+        st.caption("Published on this test set: " + "; ".join(escaped(shown_beside(f, k, discount)) for f in figures)
+                   + ".")
+
+
 def metric_cards(before: dict | None, after: dict | None, corpus_fingerprints: tuple[str, ...] = ()) -> None:
     """The headline metrics after training, with the change from before as deltas (before only, while the
     run is still training), and under them each change's paired 95% interval and p-value: is it real? The figures
@@ -91,12 +103,7 @@ def metric_cards(before: dict | None, after: dict | None, corpus_fingerprints: t
                     help="Base model, before training." if not after else
                     None if base is None else f"Before training: {metric.text(base)}.")
     interval_caption(shown, "after training" if after else "before training")
-    figures = [f for fingerprint in corpus_fingerprints for f in published(fingerprint).values()
-               if f.key in {m.key for m in present}]
-    if figures:
-        discount = shown.get("discount", "linear")  # a result saved before the discount was a setting used linear
-        st.caption("Published on this test set: " + "; ".join(escaped(shown_beside(f, k, discount)) for f in figures)
-                   + ".")
+    published_caption(shown, corpus_fingerprints)
     changes = change_texts(before, after) if after else {}
     if changes:
         st.caption("Change after − before, with its 95% interval and p-value, paired over the same test items "
