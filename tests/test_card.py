@@ -256,3 +256,18 @@ def test_the_base_model_is_linked_only_when_the_run_names_a_hub_id(tiny_model_di
         fill_card_data(data, TrainConfig(corpus="reviews.csv", model=model), {})
         assert data.base_model == (model if linked else None)
         assert data.model_name.endswith("fine-tuned with ContrastLab on `reviews`")
+
+
+def test_the_card_reads_as_the_app_does(trained):
+    """Issue 31, item 3.5: the training time the app reports (not sentence-transformers' clock, which runs on to the
+    save), no usage snippet that downloads a Hub id the model does not have, and no k over a table without P@k."""
+    from core.training.eta import fmt_seconds
+
+    folder, result, cfg = trained
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "sentence_transformers_model_id" not in card and "Download from the" not in card
+    assert card.count('SentenceTransformer("path/to/this/folder")') == 2  # ours, and sentence-transformers' snippet
+    assert f"- **Training**: {fmt_seconds(result['timings']['train_s'])} (the optimiser steps" in card
+    pairs = {"before": {"sts_spearman": 80.0}, "after": {"sts_spearman": 81.0, "k": 16}}
+    assert "| metric | before | after | change |" in contrastlab_card_section(cfg, pairs)
+    assert "| metric (k = 16) | before | after | change |" in card  # P@k beside: its k is named

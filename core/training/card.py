@@ -23,6 +23,7 @@ from core.evaluation.headline import HEADLINE, Metric
 from core.evaluation.paired import change_texts
 from core.models.ata import ATAPooling
 from core.training.config import TrainConfig
+from core.training.eta import fmt_seconds
 from core.training.raoe import PAPER_BATCH, self_taught, teacher_names
 from core.training.recipes import get_recipe
 
@@ -42,9 +43,19 @@ def save_with_card(model, path: Path, cfg: TrainConfig, result: dict) -> None:
     fill_card_data(model.model_card_data, cfg, result)
     model.save(str(path))
     readme = path / "README.md"
-    card = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    card = local_snippet(readme.read_text(encoding="utf-8")) if readme.exists() else ""
     ata = any(isinstance(module, ATAPooling) for module in model)  # chosen for this run, or the base model's own
     readme.write_text(lead_with(card, contrastlab_card_section(cfg, result, ata)), encoding="utf-8")
+
+
+HUB_SNIPPET = re.compile(r'# Download from the \U0001f917 Hub\n(\w+) = (\w+)\("sentence_transformers_model_id"\)')
+LOCAL_LOAD = '# Load this folder: the model is not on the Hub\n\\1 = \\2("path/to/this/folder")'
+
+
+def local_snippet(card: str) -> str:
+    """sentence-transformers' usage snippet loads a Hub id the model does not have ("sentence_transformers_model_id",
+    under "Download from the Hub"); the model is a folder, so the snippet loads the folder."""
+    return HUB_SNIPPET.sub(LOCAL_LOAD, card)
 
 
 def fill_card_data(data, cfg: TrainConfig, result: dict) -> None:
@@ -60,6 +71,11 @@ def fill_card_data(data, cfg: TrainConfig, result: dict) -> None:
     if _hub_id(cfg.model) and not data.base_model:
         data.base_model = cfg.model  # links the card to it on the Hub; a local directory has no such id
     data.add_tags(["contrastlab", f"contrastlab-recipe:{cfg.recipe}"])
+    train_s = (result.get("timings") or {}).get("train_s")
+    if train_s is not None:  # sentence-transformers' clock runs on to the save, the evaluation after training included
+        data.get_training_duration_data = lambda: {"training_time": f"{fmt_seconds(train_s)} (the optimiser steps, "
+                                                   "as ContrastLab reports them)", "evaluation_time": None,
+                                                   "total_time": None}
     if not cfg.card_examples:
         without_examples(data)
 
@@ -86,6 +102,11 @@ def lead_with(card: str, section: str) -> str:
     at = title.end() if title else 0
     parts = ((front + body[:at]).rstrip("\n"), section.strip(), body[at:].strip())
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def _at_k(before: dict, after: dict) -> bool:
+    """Whether the table shows a figure measured at a depth k (P@k, S@k): only then does its header name k."""
+    return any(m.key in before or m.key in after for m in HEADLINE if "{k}" in m.short)
 
 
 def corpus_name(cfg: TrainConfig, result: dict) -> str:
@@ -137,7 +158,8 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
            if cfg.top_layers else f"{'embeddings + ' if cfg.freeze_embeddings else ''}{cfg.freeze_layers} layer(s)"),
         *([f"- **Checkpoint:** {checkpoint}"] if (checkpoint := _checkpoint_text(cfg, result)) else []),
         "",
-        f"| metric (k = {k}{', no rank discount' if uniform else ''}) | before | after | change |",
+        "| metric" + (f" (k = {k}{', no rank discount' if uniform else ''})" if _at_k(before, after) else "")
+        + " | before | after | change |",
         "|---|---|---|---|",
     ]
     methods: list[str] = []  # how the intervals shown were computed, each named once
