@@ -51,3 +51,38 @@ def test_a_knob_keeps_the_case_of_its_symbols_in_labels(tmp_path, tiny_model_dir
     assert knob_text(run) == "rank margin I 4"
     assert RECIPES["raoe"].param("w_rank").phrase == "weight of L_rank"
     assert RECIPES["triplet"].knob_param.phrase == "margin"
+
+
+def test_a_run_alone_is_named_by_its_settings_off_their_defaults(tmp_path):
+    """Issue 31, item 3.4: two RAOE runs that differ only in their teacher read apart in the run panel's header, the
+    export folder's name and the STS chart's rows, not both 'raoe · rank margin I 2'."""
+    from core.analysis.plots import sts_change_figure
+    from core.runs.export import EXPORT_NAME_CHARS, export_name
+    from core.runs.labels import own_settings_text
+    from core.runs.store import RunStore
+
+    store = RunStore(tmp_path)
+    ids = [store.create("train", {"recipe": "raoe", "corpus": "x.csv", "interval": 2, "teacher": teacher})
+           for teacher in ("score", "reference", "/models/all-mpnet-base-v2")]
+    runs = [store.get(i) for i in ids]
+    assert [own_settings_text(r) for r in runs] == ["teacher score", "", "teacher all-mpnet-base-v2"]
+    names = [export_name(r) for r in runs]
+    assert names[0] == f"contrastlab-raoe-m2-teacher_score-{ids[0]}" and names[1] == f"contrastlab-raoe-m2-{ids[1]}"
+    long = store.get(store.create("train", {"recipe": "raoe", "corpus": "x.csv", "teacher": "t" * 300}))
+    assert export_name(long).endswith(long.id) and len(export_name(long)) <= EXPORT_NAME_CHARS
+    rows = [{"run_id": i, "name": f"raoe · teacher {t} · {i}", "before": 80.0, "after": 81.0, "change": 1.0}
+            for i, t in zip(ids, ("score", "reference", "mpnet"))]
+    assert list(sts_change_figure(rows).data[-1].y) == [r["name"] for r in rows]
+
+
+def test_the_run_panel_header_names_the_settings_that_tell_the_run_apart(app):
+    from core.runs.store import RunStore
+
+    store = RunStore()
+    run_id = store.create("train", {"recipe": "raoe", "corpus": "x.csv", "interval": 2, "teacher": "score"})
+    store.claim(run_id, 0)
+    store.mark_failed(run_id, "boom")
+    app.query_params["run"] = run_id
+    app.run()
+    at = app.switch_page("app_pages/7_Runs.py").run()
+    assert any("recipe **raoe**" in m.value and "**teacher score**" in m.value for m in at.markdown)

@@ -11,7 +11,7 @@ from core.evaluation.published import published, shown_beside
 from core.jobs.process import LOG_NAME
 from core.jobs.sweep import cancel
 from core.runs.export import safe_name
-from core.runs.labels import duration_s, knob_text, recipe_text
+from core.runs.labels import duration_s, knob_text, own_settings_text, recipe_text
 from core.runs.store import PARENT_KINDS, Run, RunStore
 from core.training.eta import fmt_seconds
 from ui.charts import plot
@@ -39,6 +39,8 @@ def status_line(run: Run) -> None:
         parts.append(f"recipe **{recipe_text(run)}**")
     if knob_text(run):
         parts.append(f"**{knob_text(run)}**")
+    if own_settings_text(run):
+        parts.append(f"**{escaped(own_settings_text(run))}**")
     if run.started is not None:
         parts.append(f"{'running for' if run.active else 'took'} {fmt_seconds(duration_s(run))}")
     st.markdown(" · ".join(parts))

@@ -408,7 +408,7 @@ def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> 
     core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives. Each `published` STS Spearman of the runs'
     corpora (core.analysis.tradeoff.published_for) as a dashed vertical line, labelled with its value and source."""
     fig = go.Figure()
-    names = [plot_text(r["run_id"]) for r in rows]
+    names = [plot_text(r.get("name") or r["run_id"]) for r in rows]  # the run's label: what tells it apart, its id
     for r, name in zip(rows, names):
         fig.add_trace(go.Scatter(x=[r["before"], r["after"]], y=[name, name], mode="lines", showlegend=False,
                                  line={"color": "lightgrey", "width": 3}, hoverinfo="skip"))

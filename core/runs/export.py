@@ -20,9 +20,12 @@ import pandas as pd
 from core.data.kinds import load_any
 from core.errors import UserError, os_error
 from core.models.loading import load_model
-from core.runs.labels import knob_value
+from core.runs.labels import knob_value, own_settings_text
 from core.runs.store import RunStore
 from core.training.config import portable
+
+
+EXPORT_NAME_CHARS = 100  # an export folder's name at most: room for a run id and the settings that tell it apart
 
 
 def safe_name(name: str, limit: int = 80) -> str:
@@ -32,10 +35,14 @@ def safe_name(name: str, limit: int = 80) -> str:
 
 
 def export_name(run) -> str:
+    """contrastlab-<recipe>-m<knob>-<its settings off their defaults>-<run id>: the folder says what tells the run apart
+    from its recipe's other runs (two RAOE runs that differ only in their teacher); cut before the id, never in it."""
     cfg = run.config
     knob = knob_value(cfg)
-    tag = f"{cfg.get('recipe', run.kind)}" + (f"-m{knob}" if knob is not None else "")
-    return safe_name(f"contrastlab-{tag}-{run.id}")
+    tag = "-".join(p for p in (str(cfg.get("recipe", run.kind)), f"m{knob}" if knob is not None else "",
+                               own_settings_text(run, sep="-")) if p)
+    stem = safe_name(f"contrastlab-{tag}", limit=EXPORT_NAME_CHARS - len(run.id) - 1)
+    return safe_name(f"{stem}-{run.id}", limit=EXPORT_NAME_CHARS)
 
 
 def finished_model(store: RunStore, run_id: str) -> Path:

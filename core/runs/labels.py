@@ -118,6 +118,18 @@ def shown_text(run: Run) -> str:
                       for name in recipe.shown)
 
 
+def own_settings_text(run: Run, sep: str = " · ") -> str:
+    """The recipe's own settings that are not at their default, beyond its knob and shown settings ('teacher score'):
+    what tells a run apart from its recipe's other runs wherever it stands alone (the run panel's header, the export
+    folder's name), with no other runs to compare with; '' for none or a sweep."""
+    recipe = RECIPES.get(run.config.get("recipe", ""))
+    if recipe is None or run.kind == "sweep":
+        return ""
+    named = {recipe.knob, *recipe.shown}
+    return sep.join(f"{p.name.replace('_', ' ')} {_setting_text(run.config[p.name])}" for p in recipe.params
+                    if p.name not in named and p.name in run.config and run.config[p.name] != p.default)
+
+
 def _setting_text(value: object) -> str:
     """A setting's value as labels show it: a file or model folder by its name, a number without trailing zeros."""
     if value is None:
