@@ -12,6 +12,7 @@ from core.analysis.maps import (
     ARROWS,
     CHANGE,
     COLOURS,
+    FLIP,
     MAX_POINTS,
     NEIGHBOURS,
     MapData,
@@ -140,6 +141,8 @@ data = maps[key]
 colour_col, arrows_col = st.columns([3, 2])
 with colour_col:
     colour = colour_control(data)
+    if colour == FLIP:
+        st.caption(data.flips_text() + ".")
 arrows = 0
 if data.tuned is not None:
     with arrows_col:

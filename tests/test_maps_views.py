@@ -299,6 +299,12 @@ def test_colour_modes_colour_both_maps_alike(monkeypatch, home, tiny_model_dir, 
     assert ref.layout.legend.title.text.startswith("kNN vote")
     assert {t.name for t in ref.data} == {t.name for t in tuned.data} <= {*FLIPS, TRAINING}
     assert TRAINING in {t.name for t in ref.data} and sum(len(t.customdata) for t in ref.data) == POINTS
+    # issue 31, item 3.8: the counts beside the colouring, one per outcome, adding up to the test texts plotted
+    (line,) = [c.value for c in at.caption if c.value.startswith("Of the ")]
+    voted = sum(len(t.customdata) for t in ref.data if t.name != TRAINING)
+    assert line.startswith(f"Of the {voted:,} test texts plotted: ") and all(f in line for f in FLIPS)
+    counts = {t.name: len(t.customdata) for t in ref.data}
+    assert all(f"{counts.get(f, 0):,} {f}" in line for f in FLIPS)
 
 
 def test_arrows_count_and_hostile_counts(monkeypatch, home, tiny_model_dir, trained):

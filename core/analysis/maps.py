@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +26,7 @@ from core.analysis.plots import map_figure, map_png, plot_text
 from core.data.corpus import Corpus
 from core.errors import UserError, os_error
 from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets
-from core.evaluation.changes import BETTER, KEPT_RIGHT, KEPT_WRONG, WORSE, flip_status
+from core.evaluation.changes import BETTER, FLIPS, KEPT_RIGHT, KEPT_WRONG, WORSE, flip_status
 from core.evaluation.metrics import knn_predict
 from core.evaluation.uncertainty import proportion_ci
 from core.models.encode import encode_cached
@@ -97,6 +98,17 @@ class MapData:
         voted = np.array([r is not None for r in self.ref_right])
         status = flip_status(self.ref_right == True, self.tuned_right == True)  # noqa: E712 (object arrays)
         return np.where(voted, status, TRAINING).tolist()
+
+    def flips_text(self) -> str:
+        """How many plotted test texts went each way, for a line beside the kNN-flip colouring: "Of the 83 test
+        texts plotted: 5 right → wrong, 9 wrong → right, 61 right both, 8 wrong both"; "" without a fine-tuned model."""
+        flips = self.flips
+        if flips is None:
+            return ""
+        counts = Counter(flips)
+        voted = sum(counts[f] for f in FLIPS)
+        return (f"Of the {voted:,} test text{'s' if voted != 1 else ''} plotted: "
+                + ", ".join(f"{counts[f]:,} {f}" for f in FLIPS))
 
     @cached_property
     def moved(self) -> np.ndarray | None:
