@@ -101,7 +101,8 @@ class MapData:
 
     def flips_text(self) -> str:
         """How many plotted test texts went each way, for a line beside the kNN-flip colouring: "Of the 83 test
-        texts plotted: 5 right → wrong, 9 wrong → right, 61 right both, 8 wrong both"; "" without a fine-tuned model."""
+        texts plotted: 5 right → wrong, 9 wrong → right, 61 right both, 8 wrong both"; "" without a fine-tuned
+        model."""
         flips = self.flips
         if flips is None:
             return ""
