@@ -110,7 +110,8 @@ def test_the_sts_evaluation_reports_texts_done_out_of_total(tiny_model):
     reported: list[tuple[str, int, int]] = []
     evaluate_corpus(tiny_model, tiny_model, pairs, progress=lambda *r: reported.append(r))
     (texts,) = evaluation_texts(pairs)
-    assert reported and reported[-1] == ("target pairs", len(texts), len(texts))
+    # issue 31, item 3.3: the phase says it counts texts (5,001 of them for 4,906 pairs), not pairs
+    assert reported and reported[-1] == ("encoding the target pairs' distinct texts", len(texts), len(texts))
     assert [r[1] for r in reported] == sorted(r[1] for r in reported)
 
 

@@ -30,6 +30,8 @@ from core.models.rates import EncodeClock, record_rate
 from core.storage import cached_json, key_hash, result_entry
 
 AnyCorpus = Union[Corpus, PairCorpus, ListCorpus]
+# A phase that encodes the distinct texts of pairs or lists counts texts, not pairs (5,001 texts for 4,906 pairs).
+TEXTS_OF = "encoding the {}' distinct texts"
 RESULT_VERSION = 5  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
@@ -55,9 +57,9 @@ def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progre
         return (lambda done, total: progress(label, done, total)) if progress else None
 
     if isinstance(corpus, ListCorpus):
-        result = evaluate_lists(model, corpus, "", progress=report("target lists"))
+        result = evaluate_lists(model, corpus, "", progress=report(TEXTS_OF.format("target lists")))
     elif isinstance(corpus, PairCorpus):
-        result = evaluate_pairs(model, corpus, "", progress=report("target pairs"))
+        result = evaluate_pairs(model, corpus, "", progress=report(TEXTS_OF.format("target pairs")))
     else:
         result = evaluate(model, reference, corpus, settings, progress=progress, layers=layers)
         result["kind"] = "labelled"
@@ -68,9 +70,9 @@ def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progre
                               "train": key_hash([sample.train_texts, [corpus.classes[c] for c in sample.train_labels]])}
     parts = []
     if lists is not None and lists is not corpus:
-        parts.append(ordering_metrics(model, lists, progress=report("target lists")))
+        parts.append(ordering_metrics(model, lists, progress=report(TEXTS_OF.format("target lists"))))
     if sts is not None:
-        parts.append(sts_scored(model, sts, progress=report("STS pairs")))
+        parts.append(sts_scored(model, sts, progress=report(TEXTS_OF.format("STS pairs"))))
     for part in parts:  # their per-item arrays join the corpus's own
         items, of = part.pop(ITEMS, {}), part.pop(ITEMS_OF, {})
         result.update(part)
