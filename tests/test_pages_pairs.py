@@ -215,3 +215,14 @@ def test_the_reference_card_names_the_published_figure_of_its_corpus(app):
     no_errors(at)
     assert "Published on this test set: STS Spearman 77.6 (Reimers & Gurevych 2019)." in [
         c.value.replace("\\", "") for c in at.caption]
+
+
+def test_the_sts_chart_draws_each_figure_s_interval():
+    """Issue 31, item 3.6: STS has error bars, at each figure's own 95% interval (none where a run holds none)."""
+    rows = [{"run_id": "r1", "name": "raoe · r1", "before": 80.0, "after": 81.0, "change": 1.0,
+             "before_ci": (78.0, 81.5), "after_ci": (79.5, 82.0)},
+            {"run_id": "r2", "name": "cosent · r2", "before": 80.0, "after": 79.0, "change": -1.0,
+             "before_ci": None, "after_ci": None}]
+    before, after = sts_change_figure(rows).data[-2:]
+    assert [list(before.error_x.arrayminus), list(before.error_x.array)] == [[2.0, 0.0], [1.5, 0.0]]
+    assert [list(after.error_x.arrayminus), list(after.error_x.array)] == [[1.5, 0.0], [1.0, 0.0]]

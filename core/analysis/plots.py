@@ -399,6 +399,15 @@ def _published_marks(fig: go.Figure, published: dict[str, Published], k: int, di
                       annotation_font_color=PUBLISHED_COLOUR, annotation_position="top left")
 
 
+def _interval_bars(rows: list[dict], when: str) -> dict:
+    """Horizontal error bars of each row's `when` ("before" / "after") figure at its 95% interval (row[when + "_ci"];
+    none drawn where a row has none)."""
+    bounds = [r.get(f"{when}_ci") or (r[when], r[when]) for r in rows]
+    return {"type": "data", "symmetric": False, "color": "darkgrey", "thickness": 1.5,
+            "array": [high - r[when] for r, (_, high) in zip(rows, bounds)],
+            "arrayminus": [r[when] - low for r, (low, _) in zip(rows, bounds)]}
+
+
 STS_MIN_SPAN = 1.0  # the STS axis spans at least a point of Spearman x 100, so its ticks fall on round steps
 
 
@@ -413,9 +422,10 @@ def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> 
         fig.add_trace(go.Scatter(x=[r["before"], r["after"]], y=[name, name], mode="lines", showlegend=False,
                                  line={"color": "lightgrey", "width": 3}, hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=[r["before"] for r in rows], y=names, mode="markers", name="before",
-                             marker={"color": "grey", "size": 10},
+                             marker={"color": "grey", "size": 10}, error_x=_interval_bars(rows, "before"),
                              hovertemplate="%{y}: before %{x:.1f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=[r["after"] for r in rows], y=names, mode="markers", name="after",
+                             error_x=_interval_bars(rows, "after"),
                              marker={"color": ["#2b8a3e" if r["change"] >= 0 else "#c92a2a" for r in rows], "size": 12},
                              customdata=[[plot_text(r["name"]), r["change"]] for r in rows],
                              hovertemplate="%{customdata[0]}<br>after %{x:.1f} (%{customdata[1]:+.1f})<extra></extra>"))

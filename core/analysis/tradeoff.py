@@ -17,7 +17,7 @@ from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.headline import HEADLINE
 from core.evaluation.paired import change_texts
 from core.evaluation.published import Published, published
-from core.evaluation.uncertainty import interval
+from core.evaluation.uncertainty import figure_interval, interval
 from core.jobs.quick import QUICK_BUDGET, quick_text
 from core.models.encode import encode_cached
 from core.runs.labels import differences, knob_name, knob_value, run_labels
@@ -181,9 +181,10 @@ def _merged(group: list[dict]) -> dict:
 
 
 def metric_changes(store: RunStore, key: str) -> list[dict]:
-    """Metric `key` before and after training of every finished train run that reports both, oldest first; empty
-    when none does. Not every run reports every metric: STS Spearman comes from a run on scored pairs (or given
-    an STS corpus), ordering accuracy and Kendall tau from a list recipe's run."""
+    """Metric `key` before and after training of every finished train run that reports both, with each one's 95%
+    interval (None where it holds none), oldest first; empty when none does. Not every run reports every metric:
+    STS Spearman comes from a run on scored pairs (or given an STS corpus), ordering accuracy and Kendall tau from a
+    list recipe's run."""
     rows, runs = [], []
     for run in store.list(kind="train", with_losses=False)[::-1]:
         before = (run.before or {}).get(key)
@@ -192,6 +193,8 @@ def metric_changes(store: RunStore, key: str) -> list[dict]:
             runs.append(run)
             rows.append({"run_id": run.id, "recipe": run.config.get("recipe"),
                          "before": float(before), "after": float(after), "change": float(after) - float(before),
+                         "before_ci": figure_interval(run.before, key),
+                         "after_ci": figure_interval(run.metrics_after, key),
                          "paired": change_texts(run.before, run.metrics_after).get(key),
                          "corpus": ((run.progress.get("summary") or {}).get("corpus") or {}).get("fingerprint")})
     labels = run_labels(runs)  # two runs that differ only in their teacher are named apart
