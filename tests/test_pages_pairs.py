@@ -226,3 +226,5 @@ def test_the_sts_chart_draws_each_figure_s_interval():
     before, after = sts_change_figure(rows).data[-2:]
     assert [list(before.error_x.arrayminus), list(before.error_x.array)] == [[2.0, 0.0], [1.5, 0.0]]
     assert [list(after.error_x.arrayminus), list(after.error_x.array)] == [[1.5, 0.0], [1.0, 0.0]]
+    low, high = sts_change_figure(rows).layout.xaxis.range
+    assert low < 78.0 and high > 82.0  # the bars inside the axis

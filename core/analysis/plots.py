@@ -435,7 +435,8 @@ def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> 
                       annotation_position="top right")
     fig.update_layout(title="STS Spearman before → after training", height=120 + 40 * len(rows),
                       legend={"orientation": "h", "y": -0.2})
-    values = [v for r in rows for v in (r["before"], r["after"])] + [f.value for f in published]
+    values = [v for r in rows for v in (r["before"], r["after"], *(r.get("before_ci") or ()),
+                                         *(r.get("after_ci") or ()))] + [f.value for f in published]
     low, high = min(values, default=0.0), max(values, default=0.0)
     pad = max(STS_MIN_SPAN / 2, 0.1 * (high - low))  # a span of a point or more: ticks at 0.2 or 0.5, not 77.225
     fig.update_xaxes(title_text="STS Spearman (cosine vs gold score × 100)", range=[low - pad, high + pad],
