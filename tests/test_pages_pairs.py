@@ -228,3 +228,15 @@ def test_the_sts_chart_draws_each_figure_s_interval():
     assert [list(after.error_x.arrayminus), list(after.error_x.array)] == [[1.5, 0.0], [1.0, 0.0]]
     low, high = sts_change_figure(rows).layout.xaxis.range
     assert low < 78.0 and high > 82.0  # the bars inside the axis
+
+
+def test_the_header_and_sidebar_count_what_the_report_card_counts(app):
+    """Issue 31, item 3.2: a pair file with validation rows beside its test rows said '40 pairs' in its header while
+    its 'Pairs kept' card said 50; both now give the kept count and how many train or score."""
+    lines = pasted(pair_table()).splitlines()
+    extra = [f"a spare {i},another {i},2.5,neutral,validation" for i in range(10)]
+    at = paste_table(app, "\n".join(lines + extra) + "\n")
+    no_errors(at)
+    assert {m.label: m.value for m in at.metric}["Pairs kept"] == "50"
+    assert any(m.value.startswith("**Pair corpus**: 50 pairs (40 in train and test)") for m in at.markdown)
+    assert any(c.value.startswith("50 pairs (40 in train and test)") for c in at.sidebar.caption)

@@ -58,10 +58,17 @@ def balance_figure(corpus: Corpus) -> go.Figure:
     return fig
 
 
+def kept_text(kept: int, used: int, unit: str) -> str:
+    """"9,840 pairs (9,345 in train and test)": the rows kept, as the report's card counts them, and how many of them
+    the train and target splits use where a split is left unused (a validation split beside a test split)."""
+    return f"{kept:,} {unit}" + (f" ({used:,} in train and test)" if used != kept else "")
+
+
 def pair_summary(corpus: PairCorpus) -> str:
-    """"N pairs, scores x–y, labels entailment n · ...": what a pair corpus holds, in one line."""
+    """"N pairs, scores x–y, labels entailment n · ...": what a pair corpus holds, in one line; N is the pairs kept,
+    as the report's card counts them, with how many of them train or score where a split is left unused."""
     summary = corpus.summary()
-    parts = [f"{summary['rows_train'] + summary['rows_test']:,} pairs"]
+    parts = [kept_text(corpus.report.rows_kept, summary["rows_train"] + summary["rows_test"], "pairs")]
     if summary["score_range"] is not None:
         low, high = summary["score_range"]
         parts.append(f"scores {low:g}–{high:g}")

@@ -13,7 +13,7 @@ from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.runs.labels import run_label
 from ui import nav, state
-from ui.corpus_view import list_summary, pair_summary
+from ui.corpus_view import kept_text, list_summary, pair_summary
 from ui.resources import device, run_store
 from ui.run_control import get_run
 from ui.run_picker import shown_run
@@ -72,8 +72,9 @@ def sidebar() -> None:
             elif corpus.kind == "lists":
                 st.caption(list_summary(corpus))
             else:
-                n_rows = len(corpus.train_texts) + len(corpus.test_texts)
-                st.caption(f"{n_rows:,} rows · {len(corpus.classes)} classes: {_class_list(corpus.classes)}")
+                used = len(corpus.train_texts) + len(corpus.test_texts)
+                st.caption(f"{kept_text(corpus.report.rows_kept, used, 'rows')} · {len(corpus.classes)} classes: "
+                           f"{_class_list(corpus.classes)}")
         st.markdown(f"**Reference model** · {literal(model_label(model))}", help=literal(model))
         run_line()
         st.markdown(f"**Device** · {device()}")
