@@ -46,18 +46,24 @@ runs = ui.run_store()
 
 
 def sts_section() -> None:
-    """STS Spearman before -> after of the runs that report it (runs on scored pairs); nothing when none does."""
+    """STS Spearman before -> after of the runs that report it (runs on scored pairs), one chart and table per
+    corpus, each named; nothing when none does."""
     rows = metric_changes(runs, "sts_spearman")
     if not rows:
         return
     st.subheader("STS Spearman")
-    st.caption("Runs on a pair corpus with scores: how well the cosine ranks the target pairs like their gold "
-               "score, before and after training (×100).")
-    ui.plot(sts_change_figure(rows, published_for(rows, "sts_spearman")), "sts_spearman", key="sts_plot")
+    st.caption("Runs on a pair corpus with scores (or given one as their STS corpus): how well the cosine ranks the "
+               "target pairs like their gold score, before and after training (×100), with each figure's 95% "
+               "interval; one chart per corpus, whichever corpus this page's trade-off plot shows.")
     sts = next(m for m in HEADLINE if m.key == "sts_spearman")
-    st.dataframe([{"run": r["run_id"], "recipe": r["recipe"], "before": sts.rounded(r["before"]),
-                   "after": sts.rounded(r["after"]), "change": sts.shown_change(r["before"], r["after"]),
-                   "change, 95% CI, p (paired)": r["paired"] or "–"} for r in rows], hide_index=True)
+    for corpus in dict.fromkeys(r["corpus"] for r in rows):
+        group = [r for r in rows if r["corpus"] == corpus]
+        st.markdown(f"**On {escaped(group[0]['corpus_name'])}** · {len(group)} run{'s' if len(group) > 1 else ''}")
+        ui.plot(sts_change_figure(group, published_for(group, "sts_spearman")), "sts_spearman",
+                key=f"sts_plot:{corpus}")
+        st.dataframe([{"run": r["name"], "before": sts.rounded(r["before"]), "after": sts.rounded(r["after"]),
+                       "change": sts.shown_change(r["before"], r["after"]),
+                       "change, 95% CI, p (paired)": r["paired"] or "–"} for r in group], hide_index=True)
     st.caption("The change's 95% interval and p-value are paired over the same test pairs (bootstrap, 1,000 "
                "resamples): an interval that holds 0 is not a change this test set can show.")
 

@@ -142,8 +142,10 @@ def test_train_page_offers_pair_recipes_and_starts_a_run(app, monkeypatch):
     assert not at.exception
     assert "STS Spearman" in [s.value for s in at.subheader]
     table = at.dataframe[0].value
-    assert list(table["run"]) == [run.id]
+    assert [label.rsplit(" · ", 1)[-1] for label in table["run"]] == [run.id]  # the run's label, its id last
+    assert table["run"][0].startswith("raoe · rank margin I 2")
     assert table["change"][0] == round(table["after"][0] - table["before"][0], 1)  # the difference as it reads
+    assert "**On pasted table** · 1 run" in [m.value for m in at.markdown]  # the corpus the chart belongs to
 
 
 def test_a_change_is_the_difference_of_the_figures_shown_beside_it():

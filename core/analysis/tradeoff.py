@@ -20,7 +20,7 @@ from core.evaluation.published import Published, published
 from core.evaluation.uncertainty import figure_interval, interval
 from core.jobs.quick import QUICK_BUDGET, quick_text
 from core.models.encode import encode_cached
-from core.runs.labels import differences, knob_name, knob_value, run_labels
+from core.runs.labels import corpus_names, corpus_path, differences, knob_name, knob_value, run_labels
 from core.runs.store import Run, RunStore
 from core.training.config import GENERAL_PARAMS, resolved
 from core.training.examples import mine_train_sample
@@ -198,7 +198,10 @@ def metric_changes(store: RunStore, key: str) -> list[dict]:
                          "paired": change_texts(run.before, run.metrics_after).get(key),
                          "corpus": ((run.progress.get("summary") or {}).get("corpus") or {}).get("fingerprint")})
     labels = run_labels(runs)  # two runs that differ only in their teacher are named apart
-    return [{**row, "name": labels[row["run_id"]]} for row in rows]
+    names = corpus_names(runs)  # the corpus each section of rows belongs to, as the Runs page names it
+    paths = {run.id: corpus_path(run) for run in runs}
+    return [{**row, "name": labels[row["run_id"]], "corpus_name": names.get(paths[row["run_id"]] or "", "?")}
+            for row in rows]
 
 
 def published_for(rows: list[dict], key: str) -> list[Published]:
