@@ -297,6 +297,7 @@ def test_colour_modes_colour_both_maps_alike(monkeypatch, home, tiny_model_dir, 
     no_errors(at)
     ref, tuned = figures(at)
     assert ref.layout.legend.title.text.startswith("kNN vote")
+    assert (ref.layout.legend.orientation, tuned.layout.legend.orientation) == ("h", "h")  # below: maps take the width
     assert {t.name for t in ref.data} == {t.name for t in tuned.data} <= {*FLIPS, TRAINING}
     assert TRAINING in {t.name for t in ref.data} and sum(len(t.customdata) for t in ref.data) == POINTS
     # issue 31, item 3.8: the counts beside the colouring, one per outcome, adding up to the test texts plotted

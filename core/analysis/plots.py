@@ -120,12 +120,14 @@ def map_figure(
             marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
             customdata=[[highlight, hover_text(texts[highlight]), extra[highlight]]], hovertemplate=template,
         ))
+    # The legend goes below the map, so the map takes the page's width (half of it each, side by side); at the
+    # right it took a third of a half-width map with a corpus of a few classes.
     fig.update_layout(title=title, legend_title_text=plot_text(colour_title) if values is None else "label",
-                      hovermode="closest")
-    if values is not None:  # the colour bar takes the legend's place at the right; the legend goes below
+                      hovermode="closest", legend={"orientation": "h", "yanchor": "top", "y": -0.12, "xanchor": "left",
+                                                   "x": 0})
+    if values is not None:  # the colour bar stays at the right
         fig.update_layout(coloraxis={"colorscale": CHANGE_SCALE, "cmin": 0, "cmax": 1, "colorbar": {
-            "title": {"text": values_title, "side": "right"}, "tickformat": ".0%", "thickness": 12}},
-            legend={"orientation": "h", "yanchor": "top", "y": -0.12, "xanchor": "left", "x": 0})
+            "title": {"text": values_title, "side": "right"}, "tickformat": ".0%", "thickness": 12}})
     fig.update_xaxes(title_text=f"{method} 1", showticklabels=False, zeroline=False)
     fig.update_yaxes(title_text=f"{method} 2", showticklabels=False, zeroline=False, scaleanchor="x")
     return fig
