@@ -173,8 +173,9 @@ def test_run_and_recipe_names_show_as_typed():
     trade = tradeoff_figure([point])
     assert plotly_shows(trade.data[0].name) == "<b>rec</b>"
     assert [plotly_shows(v) for v in trade.data[0].customdata[0][:2]] == ['"<i>r</i>"', "<b>rec</b>"]
-    sts = sts_change_figure([{"run_id": "<b>id</b>", "name": "a & b", "before": 1.0, "after": 2.0, "change": 1.0}])
-    assert plotly_shows(sts.data[-1].y[0]) == "<b>id</b>" and plotly_shows(sts.data[-1].customdata[0][0]) == "a & b"
+    sts = sts_change_figure([{"run_id": "x", "name": "<b>a</b> & b", "before": 1.0, "after": 2.0, "change": 1.0}])
+    assert plotly_shows(sts.data[-1].y[0]) == "<b>a</b> & b"  # a row is the run's label (issue 31, item 3.4)
+    assert plotly_shows(sts.data[-1].customdata[0][0]) == "<b>a</b> & b"
 
 
 def test_plot_text_escapes_only_what_plotly_reads():
