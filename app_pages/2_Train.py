@@ -2,10 +2,13 @@
 and the general settings' schema); preview the examples; start a background run (or a margin sweep) and watch
 it live. The run belongs to a worker process, so a reload or a second tab shows the same run."""
 
+from dataclasses import asdict
+
 import streamlit as st
 
 import ui
-from core.data.corpus import demo_documents_path, detect_columns, persist_table, read_table
+from core.data.content import persist_table
+from core.data.corpus import demo_documents_path, detect_columns, read_table
 from core.errors import UserError
 from core.jobs.ray_sweep import ray_available
 from core.jobs.sweep import MAX_SEEDS, SEEDS, sweep_config
@@ -71,7 +74,7 @@ def documents_path(source: str) -> str | None:
     if file is None:
         raise UserError("Upload a documents file, or choose the demo documents.")
     df, _warnings = read_table(file.getvalue(), file.name)
-    return str(persist_table(df, detect_columns(df)))
+    return str(persist_table(df, asdict(detect_columns(df)).values()))
 
 
 def widget(param: Param, key: str, default: object, where=st, label: str | None = None) -> object:

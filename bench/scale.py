@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -173,7 +173,8 @@ def run(opts: Options) -> None:
     import torch
 
     from core.analysis.maps import map_data
-    from core.data.corpus import build_corpus, detect_columns, persist_table, read_table
+    from core.data.content import persist_table
+    from core.data.corpus import build_corpus, detect_columns, read_table
     from core.data.kinds import table_kind
     from core.evaluation.evaluate import EvalSettings, evaluate
     from core.jobs.launch import start
@@ -203,7 +204,7 @@ def run(opts: Options) -> None:
         def started() -> tuple[str, int]:
             """The Train page: save the uploaded table for the worker, create the run, start its worker."""
             columns = detect_columns(df)
-            cfg = TrainConfig(corpus=str(persist_table(df, columns)), text_col=columns.text, label_col=columns.label,
+            cfg = TrainConfig(corpus=str(persist_table(df, astuple(columns))), text_col=columns.text, label_col=columns.label,
                               split_col=columns.split, recipe="triplet", margin=0.1, distance="cosine",
                               examples=2000, epochs=1.0, batch_size=32, seed=0, device="cpu")
             run_id = store.create("train", cfg.to_dict())

@@ -217,7 +217,20 @@ def test_a_hostile_corpus_name_stays_inside_its_code_span(name, span):
     section = contrastlab_card_section(TrainConfig(corpus="saved/0123abcd.parquet"), result)
     line = next(line for line in section.splitlines() if line.startswith("- **Corpus:**"))
     assert line == f"- **Corpus:** {span}: 3 train rows, 1 test rows, 1 classes ({span})"
-    assert "0123abcd" not in section  # named: not by the saved file's hash
+    reproduce = next(line for line in section.splitlines() if line.startswith("Reproduce with "))
+    assert "0123abcd" not in section.replace(reproduce, "")  # named: not by the saved file's hash
+    assert "--corpus 0123abcd.parquet" in reproduce  # a name that is no file's (a paste): the copy is the file
+
+
+@pytest.mark.parametrize(("name", "command"), [
+    ("my data.csv", "`python -m core train --config config.yaml --corpus 'my data.csv'`"),
+    ("a`b.jsonl", "``python -m core train --config config.yaml --corpus 'a`b.jsonl'``"),
+])
+def test_the_card_reproduces_on_the_file_the_user_named(name, command):
+    """Issue 31, section 1: the card's command names the upload, quoted for the shell, inside one code span."""
+    result = {"corpus": {"name": name, "rows_train": 3, "rows_test": 1, "n_classes": 1, "classes": ["x"]}}
+    section = contrastlab_card_section(TrainConfig(corpus="saved/0123abcd.parquet"), result)
+    assert f"Reproduce with {command}: an export" in section and "0123abcd" not in section
 
 
 def test_many_classes_are_cut_with_a_count_and_missing_metrics_show_a_dash():

@@ -15,8 +15,8 @@ import pytest
 
 import core.jobs.launch
 import core.jobs.worker
-from core.data.corpus import persist_table
-from core.data.kinds import load_any
+from core.data.content import persist_table
+from core.data.kinds import column_settings, load_any
 from core.data.lists import ListColumns, build_lists
 from core.evaluation.headline import HEADLINE
 from core.evaluation.ordering import evaluate_lists
@@ -182,8 +182,9 @@ def test_tradeoff_shows_a_list_runs_ordering_before_and_after(app):
 def test_persisted_list_table_loads_as_the_same_lists():
     df = pd.read_csv(pd.io.common.StringIO(list_table()))
     shown = build_lists(df, ListColumns("qid", "rank", "passage", "fold"), name="pasted")
-    path = persist_table(df, {"list_id": "qid", "rank": "rank", "text": "passage", "split": "fold"})
-    loaded = load_any(path, split_col="split")
+    settings = column_settings(shown)
+    assert settings == {"list_col": "qid", "rank_col": "rank", "text_col": "passage", "split_col": "fold"}
+    loaded = load_any(persist_table(df, settings.values()), **settings)
     assert loaded.kind == "lists" and loaded.fingerprint == shown.fingerprint
 
 

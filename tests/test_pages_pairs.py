@@ -15,8 +15,8 @@ import core.jobs.worker
 from core.analysis.plots import sts_change_figure
 from core.analysis.tradeoff import metric_changes
 from core.evaluation.headline import HEADLINE
-from core.data.corpus import persist_table
-from core.data.kinds import load_any
+from core.data.content import persist_table
+from core.data.kinds import column_settings, load_any
 from core.data.pairs import PairColumns, build_pairs
 from core.runs.store import RunStore
 from core.training.recipes import RECIPES
@@ -159,10 +159,15 @@ def test_persisted_pair_table_loads_as_the_same_pairs(tmp_path):
     df = pd.read_csv(pd.io.common.StringIO(pair_table()))
     columns = PairColumns(text1="sent_a", text2="sent_b", score="sim", label="nli", split="part")
     shown = build_pairs(df, columns, name="pasted")
-    path = persist_table(df, {"text1": "sent_a", "text2": "sent_b", "score": "sim", "label": "nli", "split": "part"})
-    assert list(pd.read_parquet(path).columns) == ["text1", "text2", "score", "label", "split"]
-    loaded = load_any(path, label_col="label", split_col="split")
-    assert loaded.kind == "pairs" and loaded.fingerprint == shown.fingerprint
+    path = persist_table(df, ["sent_a", "sent_b", "sim", "nli", "part"])
+    assert list(pd.read_parquet(path).columns) == ["sent_a", "sent_b", "sim", "nli", "part"]  # the file's own names
+    settings = column_settings(shown)
+    assert settings == {"text1_col": "sent_a", "text2_col": "sent_b", "score_col": "sim", "label_col": "nli",
+                        "split_col": "part"}
+    for source in (path, tmp_path / "original.csv"):  # the copy, and the original, whose names no loader guesses
+        df.to_csv(tmp_path / "original.csv", index=False)
+        loaded = load_any(source, **settings)
+        assert loaded.kind == "pairs" and loaded.fingerprint == shown.fingerprint
 
 
 def test_metric_changes_lists_only_finished_runs_with_sts(tmp_path):

@@ -14,7 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 import core.jobs.launch
 import core.jobs.worker
-from core.data.corpus import Columns, demo_corpus_path, load_corpus, persist_table
+from core.data.content import persist_table
+from core.data.corpus import demo_corpus_path, load_corpus
+from core.errors import UserError
 from core.runs.store import RunStore
 from core.training.config import TrainConfig
 from core.training.recipes import RECIPES
@@ -167,6 +169,7 @@ def test_run_from_an_uploaded_corpus_reads_a_saved_copy(app, idle_worker):
     saved = Path(run.config["corpus"])
     assert saved.parent == Path(os.environ["CONTRASTLAB_HOME"]) / "corpora"
     assert len(load_corpus(saved, run.config["text_col"], run.config["label_col"]).train_texts) == 27
+    assert run.corpus_name == "mine.csv"  # the file as the user named it, which its export names
 
 
 def test_failed_run_shows_its_error_line_and_log(app):
@@ -218,17 +221,21 @@ def test_runs_page_lists_compares_exports_and_deletes(app, tiny_model_dir):
     assert [r.id for r in runs.list()] == [active_id]
 
 
-def test_persist_table_is_atomic_content_addressed_and_dedupes(tmp_path):
+def test_persist_table_is_atomic_content_addressed_and_keeps_the_rows(tmp_path):
+    """The copy holds the upload's rows as they are; dropping duplicates is the run's drop_duplicates setting, so the
+    same setting on the original file reads the same corpus."""
     df = pd.read_csv(demo_corpus_path())
-    doubled = pd.concat([df, df.head(5)], ignore_index=True)
-    columns = Columns(text="text", label="label", split=None)
-    path = persist_table(doubled, columns)
+    doubled = pd.concat([df, df.head(5)], ignore_index=True).assign(extra=1)
+    path = persist_table(doubled, ["text", "label", None])
     assert path.parent == Path(os.environ["CONTRASTLAB_HOME"]) / "corpora" and path.suffix == ".parquet"
-    assert persist_table(doubled, columns) == path  # reused
-    deduped = persist_table(doubled, columns, drop_duplicates=True)
-    assert deduped != path
-    assert len(load_corpus(path).train_texts) > len(load_corpus(deduped).train_texts)
+    assert persist_table(doubled.copy(), ["text", "label"]) == path  # reused: named by its content
+    assert list(pd.read_parquet(path).columns) == ["text", "label"] and len(pd.read_parquet(path)) == len(doubled)
+    deduped = load_corpus(path, drop_duplicates=True)
+    assert len(load_corpus(path).train_texts) > len(deduped.train_texts)
+    assert deduped.fingerprint == load_corpus(demo_corpus_path(), drop_duplicates=True).fingerprint
     assert not list(path.parent.glob(".*"))  # no temp files left
+    with pytest.raises(UserError, match="There is no column named 'texts'"):
+        persist_table(doubled, ["texts"])
 
 
 def test_sweep_engine_choice_reaches_the_sweep_config(train_page, idle_worker):

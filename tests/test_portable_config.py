@@ -1,7 +1,8 @@
-"""An exported config travels: it names the corpus by file name and SHA-256, never by a path in the exporting home,
-and `python -m core train --config config.yaml` on another home finds the file (here, beside the config, in the
-home's corpora folder) or asks for it in one line, and takes it as the corpus argument, warning when its checksum
-differs. A config file that is empty, not YAML or JSON, or names its corpus oddly is one line, exit 2."""
+"""An exported config travels: it names the corpus by the file name the user gave it and by its content (rows and
+a fingerprint per column, the same for a CSV and its Parquet copy), never by a path in the exporting home, and
+`python -m core train --config config.yaml` on another home finds the file (here, beside the config, in the home's
+corpora folder) or asks for it in one line, and takes it as the corpus argument, warning with what differs when
+its content does. A config file that is empty, not YAML or JSON, or names its corpus oddly is one line, exit 2."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from core.cli import main
+from core.data.content import Content, persist_table
 from core.errors import UserError
 from core.runs.export import CONFIG_FILE, export_run
 from core.runs.store import RunStore
@@ -25,23 +27,28 @@ NAME = "reviews.csv"
 CLASSES = ("cooking", "finance", "sport")
 
 
+def reviews(n: int = 60) -> pd.DataFrame:
+    return pd.DataFrame([{"text": f"a {CLASSES[i % 3]} note, number {i}", "label": CLASSES[i % 3],
+                          "split": "test" if i % 5 == 0 else "train"} for i in range(n)])
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, tiny_model_dir) -> dict:
     """A tiny run trained in home A on a corpus kept in A's corpora folder, exported from A: the export folder,
-    the corpus and its checksum, and home A."""
+    the corpus, its content entry, and home A."""
     root = tmp_path_factory.mktemp("portable")
     home_a = root / "home-a"
     corpus = home_a / "corpora" / NAME
     corpus.parent.mkdir(parents=True)
-    pd.DataFrame([{"text": f"a {CLASSES[i % 3]} note, number {i}", "label": CLASSES[i % 3],
-                   "split": "test" if i % 5 == 0 else "train"} for i in range(60)]).to_csv(corpus, index=False)
+    reviews().to_csv(corpus, index=False)
     config = TrainConfig(corpus=str(corpus), model=str(tiny_model_dir), recipe="triplet", examples=16,
                          batch_size=8, threshold=-1.0, device="cpu").to_dict()
     (run_id,) = train_runs(home_a, [config], corpus_name=NAME)
     with pytest.MonkeyPatch.context() as mp:  # module scope: the per-test home fixture is not in place yet
         mp.setenv("CONTRASTLAB_HOME", str(home_a))
         out = export_run(RunStore(home_a), run_id, root / "out", embeddings=False)
-    return {"dir": Path(out["dir"]), "corpus": corpus, "sha": file_sha256(corpus), "home_a": home_a}
+    return {"dir": Path(out["dir"]), "corpus": corpus, "entry": {"name": NAME, **Content.of(reviews()).entry()},
+            "home_a": home_a}
 
 
 def _one_error(capsys) -> str:
@@ -51,9 +58,9 @@ def _one_error(capsys) -> str:
     return lines[0]
 
 
-def test_an_export_names_the_corpus_by_file_name_and_checksum(exported):
-    folder, sha = exported["dir"], exported["sha"]
-    entry = {"name": NAME, "sha256": sha}
+def test_an_export_names_the_corpus_by_file_name_and_content(exported):
+    folder, entry = exported["dir"], exported["entry"]
+    assert entry["rows"] == 60 and set(entry["columns"]) == {"text", "label", "split"}
     assert yaml.safe_load((folder / CONFIG_FILE).read_text())["corpus"] == entry
     assert json.loads((folder / "config.json").read_text())["corpus"] == entry
     assert yaml.safe_load((folder / "model" / CONFIG_FILE).read_text())["corpus"] == entry  # beside the card
@@ -71,46 +78,90 @@ def test_an_export_names_the_corpus_by_file_name_and_checksum(exported):
 def test_a_config_exported_on_one_home_trains_on_another(exported, contrastlab_home, tmp_path, monkeypatch,
                                                          capsys):
     assert contrastlab_home != exported["home_a"]  # home B: a fresh one, without the corpus
-    config, sha = exported["dir"] / CONFIG_FILE, exported["sha"]
+    config, content = exported["dir"] / CONFIG_FILE, exported["entry"]["content"]
     monkeypatch.chdir(tmp_path)
     assert main(["train", "--config", str(config), "--json"]) == 2
     line = _one_error(capsys)
-    assert line == (f"error: Config {config}: the config trains on {NAME} (sha256 {sha}), which is not in the "
-                    f"current folder, beside the config, in {contrastlab_home / 'corpora'} or in the assets; pass "
-                    f"the file as the corpus argument: python -m core train PATH --config {config}.")
+    assert line == (f"error: Config {config}: the config trains on {NAME} (content {content[:16]}), which is not "
+                    f"in the current folder, beside the config, in {contrastlab_home / 'corpora'} or in the assets; "
+                    f"pass the file as the corpus argument: python -m core train PATH --config {config}.")
     assert RunStore().list() == []  # refused before a run was created
-    mine = tmp_path / "my copy.csv"  # the same rows, written another way: another checksum
-    mine.write_bytes(exported["corpus"].read_bytes().replace(b"\n", b"\r\n"))
-    other = file_sha256(mine)
+    mine = tmp_path / "my copy.jsonl"  # the same rows in another format: the same content, so not a word
+    reviews().to_json(mine, orient="records", lines=True)
     assert main(["train", str(mine), "--config", str(config), "--json"]) == 0
     captured = capsys.readouterr()
-    assert (f"warning: {mine} (sha256 {other}) is not the file config {config} trained on, {NAME} (sha256 {sha}); "
-            "training on it anyway.") in captured.err.splitlines()
+    assert "is not the" not in captured.err, captured.err
     result = json.loads(captured.out)
     assert result["status"] == "done" and Path(result["model_path"]).is_relative_to(contrastlab_home)
     run = RunStore().get(result["run_id"])
     assert run.config["corpus"] == str(mine) and run.config["examples"] == 16
 
 
-def test_the_corpus_is_found_by_name_and_checksum(exported, contrastlab_home, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda df: df.head(59), "it has 59 rows, not 60"),
+    (lambda df: df.drop(columns="split"), "it lacks the column 'split'"),
+    (lambda df: df.assign(label=df["label"].str.upper()), "other values in the column 'label'"),
+    (lambda df: df.assign(label=df["label"].str.upper(), text=df["text"] + "!"),
+     "other values in the columns 'text', 'label'"),
+])
+def test_a_given_file_with_other_content_is_used_with_one_warning_saying_what_differs(exported, tmp_path, change,
+                                                                                    said):
+    config = exported["dir"] / CONFIG_FILE
+    other = tmp_path / "other.csv"
+    change(reviews()).to_csv(other, index=False)
+    heard: list[str] = []
+    given = TrainConfig.from_file(config, {"corpus": str(other)}, heard.append)
+    assert given.corpus == str(other)
+    assert heard == [f"{other} is not the {NAME} that config {config} trained on: {said}; training on it anyway."]
+
+
+def test_extra_columns_of_the_original_file_are_not_a_difference(exported, tmp_path):
+    """The pages save only the columns a run reads; the user's file may hold more."""
+    config = exported["dir"] / CONFIG_FILE
+    wider = tmp_path / "wider.csv"
+    reviews().assign(id=range(60), note="x").to_csv(wider, index=False)
+    heard: list[str] = []
+    assert TrainConfig.from_file(config, {"corpus": str(wider)}, heard.append).corpus == str(wider)
+    assert heard == []
+
+
+def test_the_corpus_is_found_by_name_and_content(exported, contrastlab_home, tmp_path, monkeypatch):
     config = exported["dir"] / CONFIG_FILE
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
-    shutil.copy(exported["corpus"], here / NAME)
+    (here / NAME).write_bytes(exported["corpus"].read_bytes().replace(b"\n", b"\r\n"))  # other bytes, same rows
     assert TrainConfig.from_file(config).corpus == str((here / NAME).resolve())
     (here / NAME).write_text("text,label\nanother,file\n")  # the name, not the contents: not used
-    with pytest.raises(UserError, match=f"{here / NAME} has that name but other contents; pass the file") as caught:
+    with pytest.raises(UserError, match=f"{here / NAME} has that name but it lacks the column 'split'; pass "
+                       ) as caught:
         TrainConfig.from_file(config)
     assert len(str(caught.value).splitlines()) == 1
     saved = contrastlab_home / "corpora" / NAME  # where the pages keep uploads
     saved.parent.mkdir(parents=True)
     shutil.copy(exported["corpus"], saved)
     assert TrainConfig.from_file(config).corpus == str(saved.resolve())
-    # a given file is used whatever it holds; only the command line's warning (`warn`) says it differs
+
+
+def test_the_pages_copy_of_an_upload_is_found_by_its_content(exported, contrastlab_home, tmp_path, monkeypatch):
+    """On the machine that trained it, a config names the original upload, which the app kept only as its copy."""
+    monkeypatch.chdir(tmp_path)
+    copy = persist_table(reviews(), ["text", "label", "split"])
+    assert TrainConfig.from_file(exported["dir"] / CONFIG_FILE).corpus == str(copy.resolve())
+
+
+def test_a_config_of_an_older_export_names_its_file_by_sha256(exported, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = yaml.safe_load((exported["dir"] / CONFIG_FILE).read_text())
+    data["corpus"] = {"name": NAME, "sha256": file_sha256(exported["corpus"])}
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump(data))
+    shutil.copy(exported["corpus"], tmp_path / NAME)
+    assert TrainConfig.from_file(old).corpus == str((tmp_path / NAME).resolve())
+    (tmp_path / "edited.csv").write_text("text,label\nanother,file\n")
     heard: list[str] = []
-    given = TrainConfig.from_file(config, {"corpus": str(here / NAME)}, heard.append)
-    assert given.corpus == str(here / NAME) and len(heard) == 1 and exported["sha"] in heard[0]
+    TrainConfig.from_file(old, {"corpus": str(tmp_path / "edited.csv")}, heard.append)
+    assert len(heard) == 1 and f"its sha256 is {file_sha256(tmp_path / 'edited.csv')}" in heard[0]
 
 
 def test_a_missing_sts_corpus_is_asked_for_by_its_flag(tmp_path, monkeypatch):
@@ -121,6 +172,14 @@ def test_a_missing_sts_corpus_is_asked_for_by_its_flag(tmp_path, monkeypatch):
         TrainConfig.from_file(path)
 
 
+def _content_entry(**changed: str) -> bytes:
+    """A config whose corpus entry is a valid content entry with `changed` fields replaced (YAML text)."""
+    entry = {"name": "x.csv", **Content(2, {"text": "a" * 16}).entry()}
+    fields = {key: json.dumps(value) for key, value in entry.items()}  # JSON is YAML
+    fields.update(changed)
+    return ("corpus: {" + ", ".join(f"{key}: {value}" for key, value in fields.items()) + "}\n").encode()
+
+
 @pytest.mark.parametrize(("suffix", "body", "said"), [
     (".yaml", b"", "is empty"),
     (".json", b"  \n", "is empty"),
@@ -128,7 +187,8 @@ def test_a_missing_sts_corpus_is_asked_for_by_its_flag(tmp_path, monkeypatch):
     (".json", b"corpus: not json", "Could not read config"),
     (".yaml", b"\xff\xfe\x00garbage", "Could not read config"),
     (".yaml", b"just some words\n", "settings must be given as a mapping"),
-    (".yaml", b"corpus: [1, 2]\n", "corpus must be a file path or a mapping {name: FILE, sha256: HEX}, got [1, 2]"),
+    (".yaml", b"corpus: [1, 2]\n", "corpus must be a file path or a mapping {name: FILE, content: HEX, rows: N, "
+     "columns: {COLUMN: HEX}}, got [1, 2]"),
     (".yaml", b"corpus: 5\n", "corpus must be a file path or a mapping"),
     (".yaml", b"corpus: {path: x.csv}\n", "corpus must be a file path or a mapping"),
     (".yaml", b"corpus: {name: x.csv, sha256: abc, size: 3}\n", "corpus must be a file path or a mapping"),
@@ -137,6 +197,19 @@ def test_a_missing_sts_corpus_is_asked_for_by_its_flag(tmp_path, monkeypatch):
     (".yaml", b"corpus: {name: x.csv, sha256: not-hex}\n", "corpus's sha256 must be 64 hexadecimal digits"),
     (".yaml", b"corpus: {name: x.csv, sha256: 12}\n", "corpus's sha256 must be 64 hexadecimal digits, got 12"),
     (".json", b'{"corpus": {"name": "x.csv", "sha256": "' + b"g" * 64 + b'"}}', "must be 64 hexadecimal digits"),
+    (".yaml", b"corpus: {name: x.csv, content: abc}\n", "names its content by content, rows, columns together; it "
+     "gives only content"),
+    (".yaml", _content_entry(rows="-1"), "corpus's rows must be a whole number of rows, got -1"),
+    (".yaml", _content_entry(rows="true"), "corpus's rows must be a whole number of rows, got True"),
+    (".yaml", _content_entry(rows="2.5"), "corpus's rows must be a whole number of rows, got 2.5"),
+    (".yaml", _content_entry(rows=".nan"), "corpus's rows must be a whole number of rows, got nan"),
+    (".yaml", _content_entry(columns="{}"), "corpus's columns must map each column name to its 16-digit"),
+    (".yaml", _content_entry(columns="[text]"), "corpus's columns must map each column name to its 16-digit"),
+    (".yaml", _content_entry(columns="{text: zz}"), "corpus's columns must map each column name to its 16-digit"),
+    (".yaml", _content_entry(columns="{1: " + "a" * 16 + "}"), "corpus's columns must map each column name"),
+    (".yaml", _content_entry(content="b" * 64), "the entry was edited, so it cannot say which file it names"),
+    (".yaml", _content_entry(content="[1]"), "the entry was edited, so it cannot say which file it names"),
+    (".yaml", b"corpus: {name: x.csv, name: y.csv}\n", "corpus"),
 ])
 def test_a_hostile_config_file_is_one_line_exit_2(suffix, body, said, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

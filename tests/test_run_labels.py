@@ -86,3 +86,18 @@ def test_the_run_panel_header_names_the_settings_that_tell_the_run_apart(app):
     app.run()
     at = app.switch_page("app_pages/7_Runs.py").run()
     assert any("recipe **raoe**" in m.value and "**teacher score**" in m.value for m in at.markdown)
+
+
+def test_runs_on_two_uploads_are_told_apart_by_the_names_the_user_gave_them(tmp_path, tiny_model_dir):
+    """Issue 31, section 1: the label named the app's copy ('corpus 2fd16bf5dc741aaf.parquet')."""
+    import pandas as pd
+
+    from core.data.content import persist_table
+
+    store = RunStore()
+    frames = [pd.read_csv(_pairs_file(tmp_path)), pd.read_csv(_pairs_file(tmp_path)).head(30)]
+    ids = [store.create("train", {"corpus": str(persist_table(df, df.columns)), "model": str(tiny_model_dir),
+                                  "recipe": "cosent"}, corpus_name=name)
+           for df, name in zip(frames, ("sts-full.csv", "sts-head.csv"))]
+    differ = differences([store.get(i) for i in ids])
+    assert [differ[i] for i in ids] == ["corpus sts-full.csv", "corpus sts-head.csv"]

@@ -6,12 +6,13 @@ tab opened on the same URL shows the same run; the worker process, not the tab, 
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Literal
 
 import streamlit as st
 
-from core.data.corpus import demo_corpus_path, persist_table
+from core.data.content import persist_table
+from core.data.corpus import demo_corpus_path
+from core.data.kinds import column_settings
 from core.errors import UserError
 from core.jobs import launch, standby
 from core.runs.store import Run, RunStore
@@ -62,26 +63,17 @@ def current_run(runs: RunStore, fallback: Literal["active", "newest"] = "active"
 
 
 def corpus_fields() -> dict:
-    """TrainConfig's corpus fields for the session's corpus: the demo file itself, else the table saved
-    as Parquet (core.data.corpus.persist_table) so the worker process reads exactly these rows. The mapped
-    columns of a pair or list corpus are saved under the names its loader detects (text1, text2, score, label,
-    split; list_id, rank, text, split)."""
+    """TrainConfig's corpus fields for the session's corpus: the demo file itself, else the mapped columns saved
+    under their own names as Parquet (core.data.content.persist_table) so the worker process reads exactly these
+    rows, with the column settings that read the same columns from the original file on any machine."""
     corpus, table = state.corpus(), state.table()
     if corpus is None or table is None:
         raise UserError("No corpus is loaded yet; load one on the Corpus page first.")
-    if corpus.kind != "labelled":
-        saved = {role: col for role, col in asdict(corpus.columns).items() if col is not None}
-        path = persist_table(table.df, saved)
-        return {"corpus": str(path), "text_col": None, "label_col": "label" if "label" in saved else None,
-                "split_col": "split" if "split" in saved else None, "drop_leaked": corpus.report.leaked_dropped > 0,
-                **({"list_shape": corpus.shape} if corpus.kind == "lists" else {})}
-    columns, dropped = corpus.columns, corpus.report.duplicates_dropped > 0
-    if table.source == "demo" and not dropped:
-        path = demo_corpus_path()
-    else:
-        path = persist_table(table.df, columns, drop_duplicates=dropped)
-    return {"corpus": str(path), "text_col": columns.text, "label_col": columns.label, "split_col": columns.split,
-            "drop_leaked": corpus.report.leaked_dropped > 0}
+    columns = column_settings(corpus)
+    path = demo_corpus_path() if table.source == "demo" else persist_table(table.df, columns.values())
+    dropped = corpus.kind == "labelled" and corpus.report.duplicates_dropped > 0
+    return {"corpus": str(path), **columns, "drop_duplicates": dropped, "drop_leaked": corpus.report.leaked_dropped > 0,
+            **({"list_shape": corpus.shape} if corpus.kind == "lists" else {})}
 
 
 def keep_warm() -> None:
@@ -94,7 +86,7 @@ def start_run(kind: str, config: dict) -> str:
     """Create a run, hand it to a detached worker process and select it; returns its id."""
     runs = run_store()
     table = state.table()
-    run_id = runs.create(kind, config, corpus_name=table.name if table is not None else None)
+    run_id = runs.create(kind, config, corpus_name=(table.file or table.name) if table is not None else None)
     try:
         launch.start(runs, run_id)
     except Exception as exc:

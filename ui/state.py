@@ -38,6 +38,7 @@ class Table:
     key: str  # identifies the input's content: a new upload or paste gives a new key
     df: pd.DataFrame
     warnings: tuple[str, ...] = ()
+    file: str | None = None  # the file's name as the user gave it (an upload's), which an export names; None: a paste
 
 
 def default_model_name() -> str:
@@ -103,7 +104,7 @@ def demo_table() -> Table:
         return current
     path = demo_corpus_path()
     df, warnings = read_table(path.read_bytes(), path.name)
-    return Table("demo", path.stem, "demo", df, tuple(warnings))
+    return Table("demo", path.stem, "demo", df, tuple(warnings), path.name)
 
 
 def upload_table(file: Any) -> Table:
@@ -116,7 +117,7 @@ def upload_table(file: Any) -> Table:
     if key not in cached:
         cached.clear()  # keep only the latest upload in memory
         df, warnings = read_table(file.getvalue(), file.name)
-        cached[key] = Table("upload", Path(file.name).stem, key, df, tuple(warnings))
+        cached[key] = Table("upload", Path(file.name).stem, key, df, tuple(warnings), Path(file.name).name)
     return cached[key]
 
 

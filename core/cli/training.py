@@ -17,7 +17,7 @@ from core.models.loading import DEFAULT_MODEL, resolve_model
 from core.reproduce.report import table_text
 from core.runs.labels import knob_value
 from core.runs.store import PARENT_KINDS, RunStore
-from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, for_recipe
+from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, corpus_options, for_recipe
 from core.training.eta import fmt_seconds
 from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import get_recipe, recipe_params
@@ -29,6 +29,8 @@ def train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distributed
     """Flags from the general settings and every recipe's own (a flag the chosen recipe lacks is refused); with
     `distributed`, the process count and the rendezvous of a run over several machines too."""
     p.add_argument("corpus", nargs="?", help="corpus file (optional with --config; not needed with --node-rank > 0)")
+    p.add_argument("--corpus", dest="corpus_file", metavar="FILE", help="the corpus file, as the first argument "
+                   "gives it (with --config: the original file an exported config names)")
     p.add_argument("--config", help="a saved run config (YAML or JSON); flags given here override it")
     for param in GENERAL:
         if param.name != "corpus" and (with_recipe or param.name != "recipe") and (distributed
@@ -56,6 +58,10 @@ def train_config(args, overrides: dict | None = None) -> dict:
     """Config file first, then CLI flags, then command-specific overrides; validated by TrainConfig."""
     names = [p.name for p in GENERAL] + list(recipe_params())
     settings = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    if args.corpus_file is not None:
+        if args.corpus is not None and args.corpus != args.corpus_file:
+            raise UserError(f"Two corpus files are given, {args.corpus} and --corpus {args.corpus_file}; give one.")
+        settings["corpus"] = args.corpus_file
     settings.update(overrides or {})
     data = _config_file(args, settings, warn=True) if args.config else {}
     if data and settings.get("recipe", data["recipe"]) != data["recipe"]:
@@ -63,12 +69,12 @@ def train_config(args, overrides: dict | None = None) -> dict:
     data.update(settings)
     if not data.get("corpus"):
         raise UserError("Name a corpus file (or a --config that has one).")
+    from core.data.kinds import column_settings
+
     cfg = TrainConfig.from_dict(data)
     corpus = _check_inputs(cfg)
-    if corpus.kind == "labelled":  # the columns as detected, as the pages store them: runs compare column by column
-        cfg = TrainConfig.from_dict({**cfg.to_dict(), "text_col": corpus.columns.text,
-                                     "label_col": corpus.columns.label, "split_col": corpus.columns.split})
-    return cfg.to_dict()
+    # the columns as detected, as the pages store them: runs compare column by column
+    return TrainConfig.from_dict({**cfg.to_dict(), **column_settings(corpus)}).to_dict()
 
 
 def _config_file(args, given: dict, warn: bool = False) -> dict:
@@ -88,8 +94,7 @@ def _check_inputs(cfg):
     from core.data.kinds import load_any
     from core.data.pairs import load_pairs
 
-    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
-                      drop_leaked=cfg.drop_leaked, list_shape=cfg.list_shape)
+    corpus = load_any(cfg.corpus, **corpus_options(cfg.to_dict()))
     warn_corpus(corpus)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
     sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
@@ -192,7 +197,7 @@ def cmd_train(args, overrides: dict | None = None) -> dict:
 
 def _world(args) -> tuple[int, int]:
     """nproc and nnodes as the run will have them: the flags, else the --config file's, else 1."""
-    data = _config_file(args, vars(args)) if args.config else {}
+    data = _config_file(args, {**vars(args), "corpus": args.corpus or args.corpus_file}) if args.config else {}
     return tuple(GENERAL_PARAMS[name].parse(getattr(args, name) if getattr(args, name) is not None
                                             else data.get(name, 1)) for name in WORLD)
 

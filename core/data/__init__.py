@@ -1,14 +1,16 @@
 """Data: what a run learns from, read and checked before any model sees it.
 
 - ``corpus``: labelled corpora (read CSV / TSV / JSONL / Parquet / pasted tables, detect columns, validation
-  report, deterministic split): ``load_corpus``, ``build_corpus``, ``Corpus``, ``persist_table``.
+  report, deterministic split): ``load_corpus``, ``build_corpus``, ``Corpus``.
 - ``pairs``: pair corpora (text1, text2, score and / or NLI label): ``load_pairs``, ``PairCorpus``.
 - ``lists``: ranked lists (an anchor, then members from most to least related) from a list file, NLI pairs or a
   labelled corpus: ``load_lists``, ``nli_lists``, ``neighbour_lists``, ``ListCorpus``.
 - ``leakage``: target pairs and lists that repeat a training item or share a text with one (the labelled
   corpus counts its own): ``find_leaks``, ``drop_leaked_rows``.
+- ``content``: a table's content whatever its file format (per-column fingerprints; what differs between two),
+  and the pages' saved copy of an upload's columns: ``Content``, ``persist_table``, ``saved_copy_path``.
 - ``kinds``: which kind a file holds and loading it as that kind (or as one the user forces, ``checked_kind``):
-  ``corpus_kind``, ``load_any``, ``KIND_NAMES``.
+  ``corpus_kind``, ``load_any``, ``column_settings``, ``KIND_NAMES``.
 - ``crops``: self-supervised pairs from multi-sentence documents: ``crop_pairs``, ``dropout_pairs``.
 - ``mining``: label-aware examples mined with a frozen reference model: ``mine``, ``MiningSettings``,
   ``active_share``.

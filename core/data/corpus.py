@@ -25,7 +25,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from core.errors import UserError, shorten
-from core.storage import ASSETS, corpora_dir, write_atomic
+from core.storage import ASSETS
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 MIN_ROWS = 10
@@ -47,6 +47,7 @@ SPLIT_VALUES = ("train", "test", *VALIDATION_NAMES)
 DELIMITED = {".csv": None, ".txt": None, ".tsv": "\t", ".tab": "\t"}
 JSON_EXTS = (".jsonl", ".ndjson", ".json")
 PARQUET_EXTS = (".parquet", ".pq")
+TABLE_EXTS = (*DELIMITED, *JSON_EXTS, *PARQUET_EXTS)  # the file names read_table reads
 SNIFF_DELIMITERS = (",", "\t", ";")
 SUPPORTED = ".csv, .tsv, .txt, .jsonl, .json or .parquet"
 INT_RE = re.compile(r"-?\d{1,300}")  # longer digit strings are read as floats (inf, so refused): int() stops at 4,300
@@ -822,34 +823,3 @@ def demo_corpus_path() -> Path:
 
 def demo_documents_path() -> Path:
     return ASSETS / "demo_documents.csv"
-
-
-def persist_table(df: pd.DataFrame, columns: Columns | dict[str, str], drop_duplicates: bool = False) -> Path:
-    """The mapped columns of an in-memory table (an upload, a paste) as a Parquet file that a run's
-    TrainConfig.corpus can name, so a background worker and a later rerun read the same rows.
-
-    `columns` is a labelled corpus's mapping (columns kept under their own names), or {saved name: column}
-    (a pair corpus's columns saved as text1, text2, score, label and split, the names its loader detects).
-    Written once per content under CONTRASTLAB_HOME/corpora/<content hash>.parquet (temp file, then
-    rename); the same table gives the same path. With drop_duplicates (a labelled mapping only) the rows
-    build_corpus would drop are left out, so load_corpus on the file gives the corpus the page showed.
-    """
-    if isinstance(columns, Columns):
-        saved = {c: c for c in (columns.text, columns.label, columns.split) if c is not None}
-    else:
-        saved = dict(columns)
-    missing = [c for c in saved.values() if c not in df.columns]
-    if missing:
-        raise UserError(f"There is no column named '{missing[0]}'; the columns are: {', '.join(map(str, df.columns))}.")
-    frame = pd.DataFrame({name: df[col].reset_index(drop=True) for name, col in saved.items()})
-    if drop_duplicates and isinstance(columns, Columns):
-        texts = clean_texts(frame[columns.text], columns.text)
-        usable = texts.ne("") & _clean_labels(frame[columns.label], columns.label).notna()
-        frame = frame[~(usable & texts.where(usable).duplicated())].reset_index(drop=True)
-    digest = hashlib.sha256(json.dumps([list(saved), [str(t) for t in frame.dtypes]]).encode("utf-8"))
-    digest.update(frame.isna().to_numpy().tobytes())  # a missing cell and the text "nan" must differ
-    digest.update(pd.util.hash_pandas_object(frame.astype(str), index=False).to_numpy().tobytes())
-    path = corpora_dir() / f"{digest.hexdigest()[:16]}.parquet"
-    if not path.exists():
-        write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
-    return path

@@ -3,6 +3,7 @@ loading it as that kind: a run's corpus may be any of them."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -35,24 +36,59 @@ def checked_kind(kind: str | None) -> str | None:
     return kind
 
 
+PAIR_ROLES = ("text1_col", "text2_col", "score_col")  # the column settings only a pair corpus has
+LIST_ROLES = ("list_col", "rank_col")  # and only a list corpus
+
+
 def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
              split_col: str | None = None, drop_leaked: bool = False,
-             list_shape: str = "chain", kind: str | None = None) -> Corpus | PairCorpus | ListCorpus:
+             list_shape: str = "chain", kind: str | None = None, drop_duplicates: bool = False,
+             **roles: str | None) -> Corpus | PairCorpus | ListCorpus:
     """The corpus the file holds, of whichever kind; `drop_leaked` drops the target items that are also training
     items (texts; pairs in either order; lists with the same anchor and members: core.data.leakage); `list_shape`
     is what a list file's order states (ListCorpus.shape); `kind` (one of KIND_NAMES) reads the file as that kind
-    instead of the one its column names suggest."""
-    kind = checked_kind(kind) or corpus_kind(path)  # a forced kind reads the file as that kind whatever its columns
+    instead of the one its column names suggest. `roles` name a pair corpus's columns (PAIR_ROLES) or a list
+    corpus's (LIST_ROLES), which also says its kind: a file whose own names the loader does not know (SICK's
+    sentence_A) reads as the pages mapped it. `drop_duplicates` is a labelled corpus's (build_corpus)."""
+    unknown = set(roles) - {*PAIR_ROLES, *LIST_ROLES}
+    if unknown:
+        raise TypeError(f"load_any() got unexpected keyword arguments {sorted(unknown)}")
+    given = {name: value for name, value in roles.items() if value}
+    implied = {"pairs" for name in given if name in PAIR_ROLES} | {"lists" for name in given if name in LIST_ROLES}
+    if len(implied) > 1:
+        raise UserError(f"{' and '.join(sorted(given))} name the columns of a pair corpus and of a list corpus; a "
+                        "corpus is one kind: give the columns of one.")
+    kind = checked_kind(kind) or next(iter(implied), None) or corpus_kind(path)
+    if implied - {kind}:
+        raise UserError(f"{', '.join(sorted(given))} name columns of another kind of corpus than {KIND_NAMES[kind]}; "
+                        "leave them unset or read the file as that kind.")
+    if drop_duplicates and kind != "labelled":
+        raise UserError("drop_duplicates drops repeated texts of a labelled corpus; a pair or list corpus keeps its "
+                        "rows (drop_leaked drops target items that repeat training ones).")
     if kind == "pairs":
         if text_col:
             raise UserError("text_col names the text column of a labelled corpus; a pair corpus reads its text1 and "
-                            "text2 columns.")
-        return load_pairs(path, label_col=label_col, split_col=split_col, drop_leaked=drop_leaked)
+                            "text2 columns (text1_col, text2_col).")
+        return load_pairs(path, text1_col=given.get("text1_col"), text2_col=given.get("text2_col"),
+                          score_col=given.get("score_col"), label_col=label_col, split_col=split_col,
+                          drop_leaked=drop_leaked)
     if kind == "lists":
         if label_col:
             raise UserError("label_col names a label column; a list corpus is ordered by its rank column.")
-        return load_lists(path, text_col=text_col, split_col=split_col, shape=list_shape, drop_leaked=drop_leaked)
-    return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col, drop_leaked=drop_leaked)
+        return load_lists(path, list_col=given.get("list_col"), rank_col=given.get("rank_col"), text_col=text_col,
+                          split_col=split_col, shape=list_shape, drop_leaked=drop_leaked)
+    return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col,
+                       drop_duplicates=drop_duplicates, drop_leaked=drop_leaked)
+
+
+_SETTING_OF_ROLE = {"text": "text_col", "label": "label_col", "split": "split_col", "text1": "text1_col",
+                    "text2": "text2_col", "score": "score_col", "list_id": "list_col", "rank": "rank_col"}
+
+
+def column_settings(corpus: Corpus | PairCorpus | ListCorpus) -> dict[str, str | None]:
+    """The run settings that name the columns a corpus was read from (text_col, text1_col, ...), as detected or
+    mapped: a run stores them, so its config reads the same columns from the original file on any machine."""
+    return {_SETTING_OF_ROLE[role]: column for role, column in asdict(corpus.columns).items()}
 
 
 def _header(path: Path) -> list[str]:

@@ -2,7 +2,7 @@
 the run config as YAML and JSON, and embeddings as Parquet and NumPy and as the TSV pair (vectors, metadata) that
 the TensorBoard embedding projector loads.
 
-The exported config is portable: it names the corpus (and any other file the run read) by file name and SHA-256,
+The exported config is portable: it names the corpus (and any other file the run read) by file name and content,
 not by a path on this machine, so `python -m core train --config config.yaml` trains on another machine, finding
 the file there or asking for it (core.training.config.portable, TrainConfig.from_file)."""
 
@@ -17,12 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.data.content import given_file_name
 from core.data.kinds import load_any
 from core.errors import UserError, os_error
 from core.models.loading import load_model
 from core.runs.labels import knob_value, own_settings_text
-from core.runs.store import RunStore
-from core.training.config import portable
+from core.runs.store import Run, RunStore
+from core.training.config import corpus_options, portable
 
 
 EXPORT_NAME_CHARS = 100  # an export folder's name at most: room for a run id and the settings that tell it apart
@@ -60,12 +61,19 @@ CONFIG_FILE = "config.yaml"  # the name the model card and README give the confi
 RUN_CONFIG = "contrastlab_config.json"  # the run config as the trainer saves it by the model: paths on this machine
 
 
-def write_config(config: dict, dest: Path, json_too: bool = True) -> list[Path]:
-    """config.yaml (and config.json) in `dest`: the run config made portable, its files named by name and checksum
-    (core.training.config.portable). No config.json inside a model folder: that name is the transformer's config."""
+def original_names(run: Run) -> dict[str, str]:
+    """The corpus file's name as the user gave it (core.data.content.given_file_name): what its exported config
+    names instead of the app's copy of an upload."""
+    return {"corpus": given_file_name(run.corpus_name, run.config["corpus"])} if run.config.get("corpus") else {}
+
+
+def write_config(config: dict, dest: Path, json_too: bool = True, names: dict[str, str] | None = None) -> list[Path]:
+    """config.yaml (and config.json) in `dest`: the run config made portable, its files named by name and content
+    (core.training.config.portable; `names`: original_names). No config.json inside a model folder: that name is the
+    transformer's config."""
     import yaml
 
-    config = portable(config)
+    config = portable(config, names)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     if not json_too:
@@ -141,12 +149,12 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
         try:
             shutil.copytree(model_dir, staging / "model")
             (staging / "model" / RUN_CONFIG).unlink(missing_ok=True)  # its paths stay on this machine
-            write_config(run.config, staging / "model", json_too=False)  # beside the card, which names it
-            write_config(run.config, staging)
+            names = original_names(run)
+            write_config(run.config, staging / "model", json_too=False, names=names)  # beside the card, which names it
+            write_config(run.config, staging, names=names)
             if embeddings:
                 cfg = run.config
-                corpus = load_any(cfg["corpus"], text_col=cfg.get("text_col"), label_col=cfg.get("label_col"),
-                                  split_col=cfg.get("split_col"), drop_leaked=cfg.get("drop_leaked", False))
+                corpus = load_any(cfg["corpus"], **corpus_options(cfg))
                 write_embeddings(load_model(str(model_dir), "cpu"), corpus, staging, progress)
             shutil.make_archive(str(staging / "model"), "zip", root_dir=staging, base_dir="model")
             staging.rename(final)

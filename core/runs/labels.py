@@ -154,12 +154,28 @@ def differences(runs: Iterable[Run], ignore: Collection[str] = ()) -> dict[str, 
     out: dict[str, str] = {}
     for recipe, group in groups.items():
         configs = {r.id: {k: _setting_text(v) for k, v in resolved(r.config).items()} for r in group}
+        shown = {run_id: dict(config) for run_id, config in configs.items()}
+        _corpus_settings(group, configs, shown)
         named = {RECIPES[recipe].knob, *RECIPES[recipe].shown} if recipe in RECIPES else set()
         keys = [k for k in dict.fromkeys(k for c in configs.values() for k in c)
                 if k not in named | _NOT_TRAINING | set(ignore) and len({c.get(k, "–") for c in configs.values()}) > 1]
         for r in group:
-            out[r.id] = " · ".join(f"{k.replace('_', ' ')} {configs[r.id].get(k, '–')}" for k in keys)
+            out[r.id] = " · ".join(f"{k.replace('_', ' ')} {shown[r.id].get(k, '–')}" for k in keys)
     return out
+
+
+def _corpus_settings(group: list[Run], configs: dict[str, dict], shown: dict[str, dict]) -> None:
+    """The corpus setting compared by the content the runs read (the corpus fingerprint a finished run recorded for
+    its file), so an upload's copy and the original file are one corpus, and shown by its name (corpus_names), never
+    by the copy's hash."""
+    names = corpus_names(group)
+    read = {corpus_path(r): fingerprint for r in group
+            if (fingerprint := ((r.progress or {}).get("summary") or {}).get("corpus", {}).get("fingerprint"))}
+    for r in group:
+        path = corpus_path(r)
+        if path is not None:
+            configs[r.id]["corpus"] = read.get(path, path)
+            shown[r.id]["corpus"] = names.get(path, path)
 
 
 def run_label(run: Run, differs: str = "") -> str:

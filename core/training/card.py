@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from pathlib import Path
 
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
+from core.data.content import given_file_name
 from core.evaluation.headline import HEADLINE, Metric
 from core.evaluation.paired import change_texts
 from core.models.ata import ATAPooling
@@ -182,11 +184,13 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
                   "items (bootstrap, 1,000 resamples)."]
     lines += _per_class_lines(before, after)
     ata = cfg.pooling == "ata" if ata is None else ata
+    file = given_file_name(corpus.get("name"), cfg.corpus)
     lines += ["", _load_text(ata), "", *_load_code(ata), "",
-              f"Reproduce with `python -m core train --config {CONFIG_FILE}`: an export of the run (`python -m core "
-              f"export RUN_ID`, or the Runs page) writes {CONFIG_FILE} into this folder and beside it, naming the "
-              "corpus by file name and SHA-256; where the file is not in the current folder, pass it as the corpus "
-              f"argument (`python -m core train PATH --config {CONFIG_FILE}`).", ""]
+              f"Reproduce with {_code(f'python -m core train --config {CONFIG_FILE} --corpus {shlex.quote(file)}')}: an export "
+              f"of the run (`python -m core export RUN_ID`, or the Runs page) writes {CONFIG_FILE} into this folder "
+              "and beside it, naming the corpus by its file name and content (rows and a fingerprint of each column "
+              "read, the same whatever the file's format); another file is used with a warning that says what "
+              "differs.", ""]
     return "\n".join(lines)
 
 

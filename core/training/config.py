@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from core.data.content import COLUMN_DIGITS, Content, saved_copy_path
 from core.errors import UserError, shorten
 from core.evaluation.headline import DISCOUNTS
 from core.models.loading import DEFAULT_MODEL, check_device, layer_count
@@ -37,6 +38,18 @@ GENERAL: tuple[Param, ...] = (
     Param("text_col", str, None, "Text column", "Detected when not given.", optional=True),
     Param("label_col", str, None, "Label column", "Detected when not given.", optional=True),
     Param("split_col", str, None, "Split column", "Detected when not given.", optional=True),
+    Param("text1_col", str, None, "First text column", "A pair corpus's first text; detected when not given.",
+          optional=True),
+    Param("text2_col", str, None, "Second text column", "A pair corpus's second text; detected when not given.",
+          optional=True),
+    Param("score_col", str, None, "Score column", "A pair corpus's gold score; detected when not given.",
+          optional=True),
+    Param("list_col", str, None, "List id column", "A list corpus's list id; detected when not given.",
+          optional=True),
+    Param("rank_col", str, None, "Rank column", "A list corpus's rank within a list; detected when not given.",
+          optional=True),
+    Param("drop_duplicates", bool, False, "Drop duplicate texts", "Keep only the first row of each text a labelled "
+          "corpus repeats, as the Corpus page's box does."),
     Param("drop_leaked", bool, False, "Drop leaked test texts", "Drop from the test split the items that are also "
           "training items (exact, after trimming spaces): of a labelled corpus its texts; of a pair corpus the pairs "
           "of the same two texts in either order, not the pairs that only share one text with a training pair "
@@ -208,10 +221,12 @@ def _check_world(checked: dict) -> None:
                         "own (cuda:0, cuda:1, ... or the CPU); set device to cuda or cpu, or leave it unset.")
 
 
-# --- files by name and checksum: a config that travels -------------------------------------------------------
+# --- files by name and content: a config that travels --------------------------------------------------------
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-ENTRY_KEYS = ("name", "sha256")
+COLUMN_FINGERPRINT = re.compile(rf"[0-9a-f]{{{COLUMN_DIGITS}}}")
+ENTRY_KEYS = ("name", "content", "rows", "columns", "sha256")  # sha256: a file's bytes, as exports before 0.31 wrote
+CONTENT_KEYS = ("content", "rows", "columns")
 
 
 def file_settings() -> tuple[str, ...]:
@@ -221,8 +236,16 @@ def file_settings() -> tuple[str, ...]:
     return ("corpus", "sts_corpus", *own)
 
 
+def corpus_options(config: dict) -> dict:
+    """core.data.kinds.load_any's arguments from a run config: which columns of its corpus file it reads and how;
+    one home, so the run, its CLI checks and its export read the same corpus."""
+    names = ("text_col", "label_col", "split_col", "text1_col", "text2_col", "score_col", "list_col", "rank_col",
+             "drop_duplicates", "drop_leaked", "list_shape")
+    return {name: config.get(name, GENERAL_PARAMS[name].default) for name in names}
+
+
 def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes, as `sha256sum` prints it."""
+    """The SHA-256 of a file's bytes, as `sha256sum` prints it (the checksum older exports name a file by)."""
     digest = hashlib.sha256()
     with open(path, "rb") as file:
         for chunk in iter(lambda: file.read(1 << 20), b""):
@@ -230,29 +253,34 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def file_entry(path: str | Path) -> dict:
-    """A file as a portable config names it: {name: its file name, sha256: its checksum}; no sha256 when the file
-    cannot be read any more (a corpus deleted since the run)."""
+def file_entry(path: str | Path, name: str | None = None) -> dict:
+    """A file as a portable config names it: {name, content, rows, columns} (core.data.content: what a run reads,
+    the same for a CSV and its Parquet copy). `name`: the name the user gave the file (an upload's), else the file's
+    own. Only the name when the file cannot be read any more (a corpus deleted since the run)."""
     path = Path(path)
+    name = name or path.name
     try:
-        return {"name": path.name, "sha256": file_sha256(path)}
-    except OSError:
-        return {"name": path.name}
+        return {"name": name, **Content.of_file(path).entry()}
+    except UserError:
+        return {"name": name}
 
 
-def portable(config: dict) -> dict:
-    """A run config as an export writes it: each file setting named by file name and SHA-256 instead of by where
-    this machine keeps it (often inside CONTRASTLAB_HOME), so it can be shared and trains on another machine, where
-    TrainConfig.from_file finds the file again or asks for it."""
-    files = file_settings()
-    return {key: file_entry(value) if key in files and isinstance(value, str) and value else value
+def portable(config: dict, names: dict[str, str] | None = None) -> dict:
+    """A run config as an export writes it: each file setting named by its name and content instead of by where
+    this machine keeps it (often the app's copy of an upload inside CONTRASTLAB_HOME), so it can be shared and
+    trains on another machine, where TrainConfig.from_file finds the file again or asks for it. `names`: the file
+    name the user gave a setting's file ({"corpus": "emotion.csv"} for an upload), where it is not the file's own."""
+    files, names = file_settings(), names or {}
+    return {key: file_entry(value, names.get(key)) if key in files and isinstance(value, str) and value else value
             for key, value in config.items()}
 
 
-def _entry(key: str, value: object) -> tuple[str, str | None]:
-    """(file name, checksum or None) of a file setting given as {name, sha256}, or a one-line UserError."""
+def _entry(key: str, value: object) -> tuple[str, Content | None, str | None]:
+    """(file name, content or None, older exports' sha256 or None) of a file setting given as a mapping, or a
+    one-line UserError."""
     if not isinstance(value, dict) or "name" not in value or set(value) - set(ENTRY_KEYS):
-        raise UserError(f"{key} must be a file path or a mapping {{name: FILE, sha256: HEX}}, got {shorten(value)}.")
+        raise UserError(f"{key} must be a file path or a mapping {{name: FILE, content: HEX, rows: N, columns: "
+                        f"{{COLUMN: HEX}}}}, got {shorten(value)}.")
     name, sha = value["name"], value.get("sha256")
     if (not isinstance(name, str) or not name.strip() or not name.isprintable() or name in (".", "..")
             or name != Path(name).name or "\\" in name):
@@ -260,12 +288,47 @@ def _entry(key: str, value: object) -> tuple[str, str | None]:
                         f"{shorten(name)}.")
     if sha is not None and not (isinstance(sha, str) and SHA256.fullmatch(sha)):
         raise UserError(f"{key}'s sha256 must be 64 hexadecimal digits, got {shorten(sha)}.")
-    return name, sha.lower() if sha else None
+    return name, _content(key, value), sha.lower() if sha else None
+
+
+def _content(key: str, value: dict) -> Content | None:
+    """The content an entry names, checked: all three of content, rows and columns, or none."""
+    given = [k for k in CONTENT_KEYS if k in value]
+    if not given:
+        return None
+    if len(given) < len(CONTENT_KEYS):
+        raise UserError(f"{key} names its content by {', '.join(CONTENT_KEYS)} together; it gives only "
+                        f"{', '.join(given)}.")
+    rows, columns = value["rows"], value["columns"]
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise UserError(f"{key}'s rows must be a whole number of rows, got {shorten(rows)}.")
+    if (not isinstance(columns, dict) or not columns
+            or not all(isinstance(c, str) and isinstance(d, str) and COLUMN_FINGERPRINT.fullmatch(d)
+                       for c, d in columns.items())):
+        raise UserError(f"{key}'s columns must map each column name to its {COLUMN_DIGITS}-digit fingerprint, got "
+                        f"{shorten(columns)}.")
+    content = Content(rows, dict(columns))
+    if not (isinstance(value["content"], str) and value["content"].lower() == content.fingerprint):
+        raise UserError(f"{key}'s content {shorten(value['content'])} is not the fingerprint of its rows and "
+                        f"columns ({content.fingerprint}); the entry was edited, so it cannot say which file it names.")
+    return content
+
+
+def _difference(path: Path, content: Content | None, sha: str | None) -> str:
+    """What differs between a file and the content (or older exports' sha256) an entry names, in words; '' for
+    the same. A file that cannot be read differs (the corpus loader then says why, in its own words)."""
+    try:
+        if content is not None:
+            return Content.of_file(path).difference(content)
+        return "" if sha is None or file_sha256(path) == sha else f"its sha256 is {file_sha256(path)}, not {sha}"
+    except (UserError, OSError):
+        return "it cannot be read"
 
 
 def _places(config_dir: Path) -> list[Path]:
     """Where a file named only by name is looked for: the current folder, the config's, the home's corpora folder
-    (uploads saved by the pages) and ContrastLab's assets (the demo corpora)."""
+    (uploads saved by the pages, also under their content's name: core.data.corpus.persist_table) and ContrastLab's
+    assets (the demo corpora)."""
     places: list[Path] = []
     for folder in (Path.cwd(), config_dir, corpora_dir(), ASSETS):
         if all(folder.resolve() != seen.resolve() for seen in places):
@@ -282,46 +345,38 @@ def _how_to_pass(key: str, config: Path) -> str:
 
 def locate_files(data: dict, config: Path, given: dict | None = None,
                  warn: Callable[[str], None] | None = None) -> dict:
-    """`data` (a config file's settings) with each file named by {name, sha256} replaced by a path: the one the
-    command line gives in `given` (used whatever its checksum; a different one is reported to `warn`), else a file
-    of that name with that checksum in the current folder, beside `config`, in the home's corpora folder or in the
-    assets. None found: a one-line UserError asking for the file. A setting given as a path stays as it is."""
+    """`data` (a config file's settings) with each file named by {name, content, ...} replaced by a path: the one
+    the command line gives in `given` (used whatever it holds; other content is reported to `warn`, saying what
+    differs), else a file with that content by that name in the current folder, beside `config`, in the home's
+    corpora folder or in the assets, or the app's own copy of it. None found: a one-line UserError asking for the
+    file. A setting given as a path stays as it is."""
     out = dict(data)
     for key in file_settings():
         value = data.get(key)
         if value is None or isinstance(value, str):
             continue
-        name, sha = _entry(key, value)
+        name, content, sha = _entry(key, value)
         chosen = (given or {}).get(key)
         if chosen:
             out[key] = str(chosen)
-            if sha is not None and warn is not None and Path(chosen).is_file():
-                try:
-                    got = file_sha256(chosen)
-                except OSError:  # unreadable: the corpus loader says so in its own words
-                    continue
-                if got != sha:
-                    warn(f"{chosen} (sha256 {got}) is not the file config {config} trained on, {name} (sha256 "
-                         f"{sha}); training on it anyway.")
+            if warn is not None and Path(chosen).is_file() and (content or sha):
+                differs = _difference(Path(chosen), content, sha)
+                if differs:
+                    warn(f"{chosen} is not the {name} that config {config} trained on: {differs}; training on it "
+                         "anyway.")
             continue
-        places = _places(config.parent)
-        other = None
-        for folder in places:
-            candidate = folder / name
-            if not candidate.is_file():
-                continue
-            try:
-                if sha is None or file_sha256(candidate) == sha:
-                    out[key] = str(candidate.resolve())
-                    break
-            except OSError:
-                pass
-            other = other or candidate
-        else:
-            checksum = f" (sha256 {sha})" if sha else ""
-            differs = f"; {other} has that name but other contents" if other else ""
-            raise UserError(f"the config trains on {name}{checksum}, which is not in the current folder, beside the "
+        candidates = [folder / name for folder in _places(config.parent)]
+        if content is not None:
+            candidates.append(saved_copy_path(content.fingerprint))
+        found = [path for path in candidates if path.is_file()]
+        match = next((path for path in found if not _difference(path, content, sha)), None)
+        if match is None:
+            named = content.fingerprint[:COLUMN_DIGITS] if content else sha
+            held = f" (content {named})" if named else ""
+            differs = f"; {found[0]} has that name but {_difference(found[0], content, sha)}" if found else ""
+            raise UserError(f"the config trains on {name}{held}, which is not in the current folder, beside the "
                             f"config, in {corpora_dir()} or in the assets{differs}; {_how_to_pass(key, config)}.")
+        out[key] = str(match.resolve())
     return out
 
 

@@ -36,7 +36,7 @@ from core.models.loading import load_model
 from core.models.rates import encode_rate
 from core.training import distributed
 from core.training.card import save_with_card
-from core.training.config import TrainConfig
+from core.training.config import TrainConfig, corpus_options
 from core.training.eta import EncodeShare, RunEta, save_seconds
 from core.training.recipes import get_recipe
 from core.training.selection import CheckpointSelection, selection_pairs
@@ -332,8 +332,7 @@ def _run_eta(cfg: TrainConfig, model, dataset, timing: dict, eval_texts: int) ->
 def load_run_corpus(cfg: TrainConfig):
     """The run's corpus as its config names it, checked against its recipe: one home for how a run reads its data
     (the run itself, and a sweep on Ray mining for its points)."""
-    corpus = load_any(cfg.corpus, text_col=cfg.text_col, label_col=cfg.label_col, split_col=cfg.split_col,
-                      drop_leaked=cfg.drop_leaked, list_shape=cfg.list_shape)
+    corpus = load_any(cfg.corpus, **corpus_options(cfg.to_dict()))
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
     return corpus
 

@@ -1,0 +1,103 @@
+"""A table's content as a run reads it, whatever file format holds it: a fingerprint of each column's values and
+one of the whole. The CSV a user uploads and the app's Parquet copy of its columns are then one corpus, an exported
+config names its corpus by this content (not by a file's bytes), and a config given another file can say what
+differs: rows, columns or values. The pages save an upload's columns under its content's name (persist_table), so a
+background run and a later rerun read exactly those rows."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from core.data.corpus import TABLE_EXTS, read_file
+from core.errors import UserError
+from core.storage import corpora_dir, write_atomic
+
+COLUMN_DIGITS = 16  # hex digits of a column's fingerprint: enough to tell columns apart, short in a config
+_MISSING = "\x00"  # a missing cell, which no text read from a file holds, so the text "nan" stays a value
+
+
+def column_fingerprint(values: pd.Series) -> str:
+    """The values of one column as text, missing cells apart: a CSV's 1 and a JSONL's "1" are the same value, as a
+    run reads them as the same label."""
+    missing = values.isna().to_numpy()
+    cells = (_MISSING if gone else str(value) for value, gone in zip(values.tolist(), missing))
+    return hashlib.sha256("\x1e".join(cells).encode("utf-8", "surrogatepass")).hexdigest()[:COLUMN_DIGITS]
+
+
+@dataclass(frozen=True)
+class Content:
+    """The rows and per-column fingerprints of a table (or of the columns of it a run read)."""
+
+    rows: int
+    columns: dict[str, str]  # column name -> column_fingerprint
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> Content:
+        return cls(len(df), {str(name): column_fingerprint(df[name]) for name in df.columns})
+
+    @classmethod
+    def of_file(cls, path: str | Path) -> Content:
+        """The content of a file as a corpus loader reads it (a one-line UserError when it cannot be read)."""
+        return cls.of(read_file(Path(path))[0])
+
+    @property
+    def fingerprint(self) -> str:
+        """The whole table's fingerprint (64 hex digits): its rows and its columns by name, in any order."""
+        listed = "\n".join(f"{name}\x1f{digest}" for name, digest in sorted(self.columns.items()))
+        return hashlib.sha256(f"{self.rows}\n{listed}".encode("utf-8", "surrogatepass")).hexdigest()
+
+    def entry(self) -> dict:
+        """The content as a portable config names it, beside the file's name."""
+        return {"content": self.fingerprint, "rows": self.rows, "columns": dict(self.columns)}
+
+    def within(self, names: list[str]) -> Content | None:
+        """The content of just these columns (a file may hold more than the run read); None if one is missing."""
+        if any(name not in self.columns for name in names):
+            return None
+        return Content(self.rows, {name: self.columns[name] for name in names})
+
+    def difference(self, expected: Content) -> str:
+        """What differs from the `expected` content, in words ('19,990 rows, not 20,000'); '' when it is the same
+        (columns the expected content lacks are ignored)."""
+        missing = [name for name in expected.columns if name not in self.columns]
+        if missing:
+            return f"it lacks the column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}"
+        if self.rows != expected.rows:
+            return f"it has {self.rows:,} row{'' if self.rows == 1 else 's'}, not {expected.rows:,}"
+        other = [name for name, digest in expected.columns.items() if self.columns[name] != digest]
+        if other:
+            return f"other values in the column{'s' if len(other) > 1 else ''} {', '.join(map(repr, other))}"
+        return ""
+
+
+def saved_copy_path(fingerprint: str) -> Path:
+    """Where the pages keep the copy of a table with this content (Content.fingerprint)."""
+    return corpora_dir() / f"{fingerprint[:COLUMN_DIGITS]}.parquet"
+
+
+def persist_table(df: pd.DataFrame, columns: Iterable[str | None]) -> Path:
+    """The named columns of an in-memory table (an upload, a paste), under their own names, as a Parquet file that a
+    run's TrainConfig.corpus can name, with the run's column settings naming the same columns in the original file.
+    Written once per content (temp file, then rename): the same columns give the same path."""
+    names = list(dict.fromkeys(c for c in columns if c is not None))
+    missing = [c for c in names if c not in df.columns]
+    if missing:
+        raise UserError(f"There is no column named '{missing[0]}'; the columns are: {', '.join(map(str, df.columns))}.")
+    frame = df[names].reset_index(drop=True)
+    path = saved_copy_path(Content.of(frame).fingerprint)
+    if not path.exists():
+        write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    return path
+
+
+def given_file_name(recorded: str | None, path: str | Path) -> str:
+    """The name of a corpus file as the user gave it: the name a run recorded for it where that names a table file
+    (an upload's, 'emotion.csv'), else the file's own (a pasted table's copy, or a file given by path)."""
+    if recorded and Path(recorded).suffix.lower() in TABLE_EXTS:
+        return recorded
+    return Path(path).name
