@@ -12,7 +12,7 @@ from core.data.corpus import demo_documents_path, detect_columns, read_table
 from core.errors import UserError
 from core.jobs.ray_sweep import ray_available
 from core.jobs.sweep import MAX_SEEDS, SEEDS, sweep_config
-from core.training.config import GENERAL_PARAMS, TrainConfig, general_default, nproc_choice
+from core.training.config import GENERAL_PARAMS, TRACKERS, TrainConfig, general_default, nproc_choice
 from core.training.listmle import LIST_SIZE
 from core.training.paper_budget import paper_budget_note_for
 from core.training.params import Param
@@ -35,7 +35,7 @@ ENGINES = ("Local", "Ray")
 PREVIEW_ROWS = 20
 EXAMPLE_COLUMNS = 4  # settings per row in the examples box: more squeeze their labels onto two lines
 BUDGET = (("epochs", "batch_size", "lr", "warmup_ratio"), ("seed", "max_steps", "eval_every", "pooling"),
-          ("freeze_layers", "top_layers", "precision", "freeze_embeddings"), ("card_examples",))
+          ("freeze_layers", "top_layers", "precision", "freeze_embeddings"), ("card_examples", "report_to"))
 KEYS = {"mine_k": "k", "batch_size": "batch", "warmup_ratio": "warmup", "documents": "docs"}  # widget keys kept
 
 store = ui.run_store()
@@ -103,6 +103,13 @@ def widget(param: Param, key: str, default: object, where=st, label: str | None 
     return param.parse(value)
 
 
+def trackers_widget(param: Param, key: str, default: object, where=st) -> str:
+    """report_to as a choice of any of the trackers (none chosen: none)."""
+    chosen = where.multiselect(param.label, TRACKERS, default=[t for t in TRACKERS if t in str(default).split(",")],
+                               placeholder="none", help=param.help, **_keep(key))
+    return param.parse(",".join(chosen) or "none")
+
+
 def key_of(name: str, recipe: Recipe) -> str:
     """A setting's widget key: the knob's is per recipe (its default and presets are), a budget setting that some
     recipes override is per objective group, the others are shared."""
@@ -146,7 +153,8 @@ def choose_budget(recipe: Recipe) -> dict:
         for name, col in zip(row, st.columns(4)):
             if GENERAL_PARAMS[name].type is bool:
                 col.space("small")
-            fields[name] = widget(GENERAL_PARAMS[name], key_of(name, recipe), general_default(name, recipe), col)
+            make = trackers_widget if name == "report_to" else widget
+            fields[name] = make(GENERAL_PARAMS[name], key_of(name, recipe), general_default(name, recipe), col)
     processes = nproc_choice(resources.gpu_count())
     if processes is not None:  # two or more GPUs: one run over several processes (PyTorch DDP)
         fields["nproc"] = widget(processes, "nproc", processes.default, st.columns(4)[0])

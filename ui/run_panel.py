@@ -128,6 +128,9 @@ def training_plot(run: Run, key: str) -> None:
         return
     plot(loss_curve_figure(run.losses, run.history, run.progress.get("phases")), safe_name(f"training-{run.id}"),
          key)
+    if not run.active and 0 < len(run.history) <= 2:  # before and after only
+        st.caption("The scores are the evaluations before and after training, two points with no line between "
+                   "them: for a curve, set Evaluate every n steps (each evaluation encodes the test texts again).")
 
 
 def outcome(runs: RunStore, run: Run) -> None:

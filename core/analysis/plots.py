@@ -569,7 +569,7 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None,
                       phases: list[dict] | None = None) -> go.Figure:
     """Training loss by step; evaluation points (P@k, S@k, accuracies, all in %) on a second y axis (a run's
     history: the before-evaluation at step 0, any in-training ones, the after-evaluation at the last step, so the
-    curve spans the run); `phases` ([{"step", "label"}], e.g. a curriculum's bands, steps 0-based) as labelled
+    curve spans the run; with no in-training one, the two are drawn as points without a line); `phases` ([{"step", "label"}], e.g. a curriculum's bands, steps 0-based) as labelled
     dotted lines where each begins, so a jump in the loss can be read against the change that caused it. A loss is
     logged under the step count after its step, so the phase starting at 0-based step s covers logged points s + 1
     onward: its line sits at s + 0.5, between the last point of the previous phase and its own first."""
@@ -582,8 +582,9 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None,
     for metric in series:
         name = metric.short.format(k="k")
         pts = [e for e in evals if metric.key in e]
-        fig.add_trace(go.Scatter(
-            x=[e["step"] for e in pts], y=[metric.shown(e[metric.key]) for e in pts], mode="lines+markers", name=name,
+        fig.add_trace(go.Scatter(  # before and after alone are two points, not a learning curve: no line
+            x=[e["step"] for e in pts], y=[metric.shown(e[metric.key]) for e in pts],
+            mode="lines+markers" if len(pts) > 2 else "markers", name=name,
             hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>",
         ), secondary_y=True)
     for phase in phases or []:

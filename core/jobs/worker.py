@@ -19,13 +19,16 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import Cancelled, UserError
 from core.jobs import standby
 from core.jobs.process import LOG_NAME
 from core.runs.store import TMP_NAME, Run, RunStore
 from core.storage import remove_stale_temps
+
+if TYPE_CHECKING:
+    from core.runs.trackers import Trackers
 
 JOBS: dict[str, str] = {
     "train": "core.training.trainer:run_job",
@@ -57,6 +60,7 @@ class JobContext:
         self._last_poll = float("-inf")
         self._stop = False
         self._staged: dict[str, Path] = {}
+        self.trackers: Trackers | None = None  # execute() opens them for a train run that reports to any
 
     def progress(self, **fields: Any) -> None:
         """Report step, total, loss, examples_per_s, eta_s, phase, ... (merged into the run's progress)."""
@@ -72,6 +76,8 @@ class JobContext:
     def log_eval(self, point: dict) -> None:
         """Record an evaluation point ({"step": ..., **metrics}) immediately: they are rare and precious."""
         self.store.add_history(self.run_id, point)
+        if self.trackers is not None:
+            self.trackers.evaluation(point)
 
     def should_stop(self) -> bool:
         """True once a cancel was requested; the job should then raise Cancelled (or return)."""
@@ -107,6 +113,8 @@ class JobContext:
             self._pending_progress = {}
         if self._pending_losses:
             self.store.add_losses(self.run_id, self._pending_losses)
+            if self.trackers is not None:
+                self.trackers.losses(self._pending_losses)
             self._pending_losses = []
         self._last_flush = time.monotonic()
 
@@ -124,6 +132,13 @@ class JobContext:
             os.replace(src, dest)
             published[name] = str(dest)
         return published
+
+    def report_end(self, status: str, after: dict | None = None) -> None:
+        """Send how the run ended to its trackers, before its status is recorded: whoever waits for the status
+        then finds the run complete in them too."""
+        if self.trackers is not None:
+            self.trackers.finish(self.store.get(self.run_id), status, after)
+            self.trackers = None
 
     def _discard_tmp(self) -> None:
         shutil.rmtree(self.run_dir / TMP_NAME, ignore_errors=True)
@@ -173,13 +188,19 @@ def execute(store: RunStore, run_id: str, pid: int | None = None,
     try:
         if store.cancel_requested(run_id):
             raise Cancelled()
+        if run.kind == "train" and run.config.get("report_to", "none") != "none":
+            from core.runs.trackers import Trackers  # the trackers' libraries load only for a run that reports
+
+            ctx.trackers = Trackers(run, ctx.run_dir / LOG_NAME)
         metrics = (job or _resolve(run.kind))(ctx)
         ctx.flush()
         if store.cancel_requested(run_id):  # the job returned early because it was asked to stop
             raise Cancelled()
+        ctx.report_end("done", metrics)
         store.mark_done(run_id, metrics, ctx._publish())
     except (Cancelled, KeyboardInterrupt) as exc:
         ctx.flush()
+        ctx.report_end("cancelled")
         store.mark_cancelled(run_id)
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -189,10 +210,12 @@ def execute(store: RunStore, run_id: str, pid: int | None = None,
             _log_traceback(ctx.run_dir, exc)
         ctx.flush()
         if store.cancel_requested(run_id):  # however a job bails out after a stop request, it was cancelled
+            ctx.report_end("cancelled")
             store.mark_cancelled(run_id)
         elif left:
             raise
         else:
+            ctx.report_end("failed")
             if isinstance(exc, UserError):  # the CLI exits 2 for input errors, 1 for crashes; set before the
                 store.set_progress(run_id, user_error=True)  # status, which is what watchers wait for
             store.mark_failed(run_id, _describe(exc))

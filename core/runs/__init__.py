@@ -6,4 +6,6 @@
   ``run_reference``, ``corpus_names``, and the Runs page's filters: ``select_runs``.
 - ``export``: a finished run's model (zip, card), config, embeddings and the TensorBoard projector's TSV pair:
   ``export_run``, ``safe_name``, ``write_projector``.
+- ``trackers``: a train run sent to TensorBoard and MLflow as it runs (``report_to``): ``Trackers``, ``mlflow_uri``,
+  ``tensorboard_dir``.
 """

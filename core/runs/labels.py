@@ -21,7 +21,7 @@ _SAVED_COPY = re.compile(r"[0-9a-f]{16}")  # data.corpus.persist_table's content
 # Settings of where and how a run was executed or exported, not of what it trained: two runs differing only there
 # trained the same model, so labels never name them.
 _NOT_TRAINING = frozenset({"device", "nproc", "nnodes", "node_rank", "master_addr", "master_port", "eval_every",
-                           "card_examples"})
+                           "card_examples", "report_to"})
 
 
 def knob_value(config: dict) -> float | None:

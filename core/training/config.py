@@ -31,7 +31,25 @@ LIST_SHAPES = {  # which rows of a list file have a known order (docs/definition
 }
 MAX_NPROC = 64  # processes per node: more GPUs than any one machine holds
 MAX_NNODES = 1024
+TRACKERS = ("tensorboard", "mlflow")  # what report_to may name (core.runs.trackers sends runs to them)
 SELECT_POINTS = 5  # select_every 0: checkpoints scored over a run after step 0, the last step's included
+
+def checked_report_to(text: str) -> str:
+    """A report_to setting normalised ('TensorBoard, mlflow' -> 'tensorboard,mlflow'), or a one-line UserError."""
+    names = [name.strip().lower() for name in text.split(",")]
+    if names == ["none"]:
+        return "none"
+    if "none" in names:
+        raise UserError(f"report_to gives none beside trackers ({shorten(text)}); give none alone, or the trackers.")
+    unknown = [name for name in names if name not in TRACKERS]
+    if unknown:
+        what = "an empty name" if "" in unknown else f"{shorten(unknown[0])}, which ContrastLab does not report to"
+        raise UserError(f"report_to names {what}; use none, or a comma list of {', '.join(TRACKERS)}.")
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice:
+        raise UserError(f"report_to names {twice} twice; name each tracker once.")
+    return ",".join(name for name in TRACKERS if name in names)
+
 
 GENERAL: tuple[Param, ...] = (
     Param("corpus", str, None, "Corpus", "CSV / TSV / JSONL / Parquet file with a text and a label column."),
@@ -105,6 +123,10 @@ GENERAL: tuple[Param, ...] = (
     Param("card_examples", bool, False, "Training texts in the model card", "Keep sentence-transformers' examples in "
           "the saved model's card: texts from the training data in its widget, usage snippet and samples table. Off, "
           "the card quotes no training or test text, so it can be shared without the data."),
+    Param("report_to", str, "none", "Report to", "Also send the run to experiment trackers: none, or a comma list of "
+          "tensorboard and mlflow (settings, loss curve, evaluations before and after with their 95% intervals, "
+          "tags). TensorBoard writes under <home>/tensorboard/<run id>; MLflow uses MLFLOW_TRACKING_URI when set, "
+          "else <home>/mlflow.db.", check=checked_report_to),
     Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True,
           check=check_device),
     Param("nproc", int, 1, "Processes per node", "Train with this many processes per machine under PyTorch DDP "

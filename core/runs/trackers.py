@@ -1,0 +1,203 @@
+"""A run in the experiment trackers researchers already compare runs in (TensorBoard, MLflow), beside the app.
+
+A train run's `report_to` names the trackers. Its worker (core.jobs.worker.execute) opens them before the job
+starts, streams the loss curve and the in-training evaluations as it records them, and, before it records how the
+run ended, sends the evaluations before and after with their 95% intervals, its tags and its status. This is one
+path for every way a run trains (one process, DDP's rank 0, a Ray sweep's driver), so the trainer's own
+`report_to`, which runs inside the training process only, is left off. Nothing contacts a host unless the user
+sets MLFLOW_TRACKING_URI; TensorBoard writes under <home>/tensorboard/<run id>, MLflow by default to a SQLite file in
+the home.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+
+from core.data.content import given_file_name
+from core.errors import UserError
+from core.evaluation.headline import HEADLINE
+from core.evaluation.uncertainty import figure_interval
+from core.runs.export import original_names
+from core.runs.labels import own_settings_text, run_label
+from core.runs.store import Run
+from core.storage import home
+from core.training.config import TRACKERS, portable
+
+MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
+STATUS = {"done": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}  # MLflow's words for how a run ended
+PARAM_CHARS = 6000  # MLflow's longest parameter value
+
+
+def targets(report_to: str | None) -> list[str]:
+    """The trackers a report_to setting names (none: [])."""
+    return [] if not report_to or report_to == "none" else report_to.split(",")
+
+
+def tensorboard_dir(run_id: str) -> Path:
+    return home() / "tensorboard" / run_id
+
+
+def mlflow_uri() -> str:
+    """The lab's MLflow server (MLFLOW_TRACKING_URI) when set, else a SQLite file in the home."""
+    return os.environ.get(MLFLOW_URI_ENV) or f"sqlite:///{(home() / 'mlflow.db').resolve()}"
+
+
+def run_params(run: Run) -> dict[str, str]:
+    """Every setting of the run's config, the corpus by the name the user gave it and its content (as its export's
+    config names it), flattened to 'corpus.name', 'corpus.content', ... and written as text."""
+    def flat(prefix: str, value: object) -> Iterable[tuple[str, str]]:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                yield from flat(f"{prefix}.{key}" if prefix else str(key), inner)
+        else:
+            yield prefix, str(value)[:PARAM_CHARS]
+
+    return dict(flat("", portable(run.config, original_names(run))))
+
+
+def _figures(result: dict | None, prefix: str) -> dict[str, float]:
+    """The headline figures of an evaluation result and their 95% interval bounds, as tracker metrics
+    ('after_sts_spearman', 'after_sts_spearman_ci_low', ...); figures a run does not report are left out."""
+    out: dict[str, float] = {}
+    for metric in HEADLINE:
+        value = (result or {}).get(metric.key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            out[f"{prefix}_{metric.key}"] = float(value)
+            interval = figure_interval(result, metric.key)
+            if interval is not None:
+                out[f"{prefix}_{metric.key}_ci_low"], out[f"{prefix}_{metric.key}_ci_high"] = interval
+    return out
+
+
+def _numbers(point: dict) -> dict[str, float]:
+    return {key: float(value) for key, value in point.items() if key != "step" and isinstance(value, int | float)
+            and not isinstance(value, bool) and math.isfinite(value)}
+
+
+class TensorBoard:
+    """Scalars under <home>/tensorboard/<run id>: train/loss, eval/<figure> over steps, before/ and after/ figures
+    with their interval bounds; the settings and tags as text."""
+
+    def __init__(self, run: Run) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(tensorboard_dir(run.id)))
+        table = "\n".join(f"| {key} | {value} |" for key, value in run_params(run).items())
+        self.writer.add_text("contrastlab/settings", "| setting | value |\n|---|---|\n" + table)
+
+    def losses(self, points: list[tuple[int, float]]) -> None:
+        for step, loss in points:
+            self.writer.add_scalar("train/loss", loss, step)
+        self.writer.flush()
+
+    def evaluation(self, point: dict) -> None:
+        for key, value in _numbers(point).items():
+            self.writer.add_scalar(f"eval/{key}", value, int(point.get("step", 0)))
+        self.writer.flush()
+
+    def finish(self, run: Run, status: str, after: dict | None, step: int) -> None:
+        for name, value in _figures(run.metrics_before, "before").items():
+            self.writer.add_scalar(name.replace("_", "/", 1), value, 0)
+        for name, value in _figures(after, "after").items():
+            self.writer.add_scalar(name.replace("_", "/", 1), value, step)
+        self.writer.add_text("contrastlab/status", status)
+        if run.tags:
+            self.writer.add_text("contrastlab/tags", ", ".join(run.tags))
+        self.writer.close()
+
+
+class MLflow:
+    """One MLflow run per ContrastLab run: experiment = the corpus's name, run name = the run's label, tag
+    contrastlab.run_id; params = the run's settings; metrics train_loss, eval_<figure>, before_/after_<figure>
+    and their _ci_low / _ci_high."""
+
+    def __init__(self, run: Run) -> None:
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=mlflow_uri())
+        experiment = given_file_name(run.corpus_name, run.config.get("corpus") or "corpus")
+        found = self.client.get_experiment_by_name(experiment)
+        if found is not None:
+            experiment_id = found.experiment_id
+        elif os.environ.get(MLFLOW_URI_ENV):  # a lab's server keeps the artefacts where it is set up to
+            experiment_id = self.client.create_experiment(experiment)
+        else:
+            experiment_id = self.client.create_experiment(
+                experiment, artifact_location=(home() / "mlflow-artifacts").resolve().as_uri())
+        label = run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}")
+        self.run_id = self.client.create_run(experiment_id, run_name=label,
+                                             tags={"contrastlab.run_id": run.id}).info.run_id
+        params = [Param(key, value) for key, value in run_params(run).items()]
+        for start in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
+            self.client.log_batch(self.run_id, params=params[start:start + 100])
+
+    def _log(self, values: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(key, value, now, step) for key, value in values.items()]
+        for start in range(0, len(metrics), 1000):
+            self.client.log_batch(self.run_id, metrics=metrics[start:start + 1000])
+
+    def losses(self, points: list[tuple[int, float]]) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric("train_loss", loss, now, step) for step, loss in points
+                                                    if math.isfinite(loss)])
+
+    def evaluation(self, point: dict) -> None:
+        self._log({f"eval_{key}": value for key, value in _numbers(point).items()}, int(point.get("step", 0)))
+
+    def finish(self, run: Run, status: str, after: dict | None, step: int) -> None:
+        self._log(_figures(run.metrics_before, "before"), 0)
+        self._log(_figures(after, "after"), step)
+        if run.tags:
+            self.client.set_tag(self.run_id, "contrastlab.tags", ", ".join(run.tags))
+        self.client.set_terminated(self.run_id, STATUS.get(status, "FAILED"))
+
+
+class Trackers:
+    """The trackers a run reports to. Opening one that cannot be reached fails the run before it trains (a one-line
+    UserError); a tracker that fails later is written to the run's log and left out from then on, so a trained
+    model is never lost to a tracker's hiccup."""
+
+    def __init__(self, run: Run, log: Path) -> None:
+        self.log = log
+        self.open: dict[str, TensorBoard | MLflow] = {}
+        self.last_step = 0
+        for name in targets(run.config.get("report_to")):
+            try:
+                self.open[name] = (TensorBoard if name == "tensorboard" else MLflow)(run)
+            except Exception as exc:  # noqa: BLE001 - any failure to reach a tracker is the user's to fix
+                where = mlflow_uri() if name == "mlflow" else tensorboard_dir(run.id)
+                raise UserError(f"Could not report to {name} at {where} ({type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())[:300]}); fix it, or set report_to to none.") from exc
+
+    def _each(self, call: str, *args: object) -> None:
+        for name, tracker in list(self.open.items()):
+            try:
+                getattr(tracker, call)(*args)
+            except Exception as exc:  # noqa: BLE001 - logged, and the run goes on without this tracker
+                with open(self.log, "a", encoding="utf-8") as log:
+                    log.write(f"warning: reporting to {name} failed, so the run stops reporting to it:\n")
+                    traceback.print_exception(exc, file=log)
+                del self.open[name]
+
+    def losses(self, points: list[tuple[int, float]]) -> None:
+        if points:
+            self.last_step = max(self.last_step, max(step for step, _loss in points))
+            self._each("losses", points)
+
+    def evaluation(self, point: dict) -> None:
+        self.last_step = max(self.last_step, int(point.get("step", 0)))
+        self._each("evaluation", point)
+
+    def finish(self, run: Run, status: str, after: dict | None) -> None:
+        self._each("finish", run, status, after, self.last_step)
