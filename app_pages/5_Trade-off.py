@@ -61,9 +61,13 @@ def sts_section() -> None:
         st.markdown(f"**On {escaped(group[0]['corpus_name'])}** · {len(group)} run{'s' if len(group) > 1 else ''}")
         ui.plot(sts_change_figure(group, published_for(group, "sts_spearman")), "sts_spearman",
                 key=f"sts_plot:{corpus}")
+        shown = f"%.{sts.digits}f"  # the change with the figures' precision: 2.0 read "2" beside "77.2"
         st.dataframe([{"run": r["name"], "before": sts.rounded(r["before"]), "after": sts.rounded(r["after"]),
                        "change": sts.shown_change(r["before"], r["after"]),
-                       "change, 95% CI, p (paired)": r["paired"] or "–"} for r in group], hide_index=True)
+                       "change, 95% CI, p (paired)": r["paired"] or "–"} for r in group], hide_index=True,
+                     column_config={"before": st.column_config.NumberColumn(format=shown),
+                                    "after": st.column_config.NumberColumn(format=shown),
+                                    "change": st.column_config.NumberColumn(format=shown.replace("%", "%+"))})
     st.caption("The change's 95% interval and p-value are paired over the same test pairs (bootstrap, 1,000 "
                "resamples): an interval that holds 0 is not a change this test set can show.")
 

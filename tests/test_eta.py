@@ -237,6 +237,42 @@ def test_the_panel_names_the_phase_and_the_time_left_in_every_phase_that_has_one
     assert progress_text(run)[1] == text
 
 
+def _running(progress: dict, started: float) -> Run:
+    return Run(id="r", kind="train", status="running", created=started, started=started, finished=None, config={},
+               progress=progress, metrics_before=None, metrics_after=None, history=[], losses=[], artefacts={},
+               error=None, pid=1, sweep_id=None, cancel_requested=False)
+
+
+def test_the_time_left_counts_down_between_reports_and_the_bar_never_falls_back(monkeypatch):
+    """Issue 31, item 3.3: saving reported its estimate once, so the time left froze; and the bar fell to 0 % when
+    the evaluation after training (whose texts count from 0) and saving (no count) began."""
+    clock = {"now": 1000.0}
+    monkeypatch.setattr("ui.run_panel.time.time", lambda: clock["now"])
+    training = {"phase": "training", "step": 32, "total": 32, "unit": "steps", "eta_s": 30.0, "eta_at": 1000.0}
+    after = {"phase": "evaluating after training", "step": 0, "total": 829, "unit": "texts", "eta_s": 30.0,
+             "eta_at": 1000.0}
+    saving = {"phase": "saving the model", "step": None, "total": None, "unit": None, "eta_s": 6.0,
+              "eta_at": 1024.0}
+    fractions = []
+    for progress, now in ((training, 1000.0), (after, 1000.0), (after, 1010.0), (saving, 1024.0), (saving, 1027.0)):
+        clock["now"] = now
+        fraction, text = progress_text(_running(progress, started=910.0))
+        fractions.append(fraction)
+    assert fractions == sorted(fractions) and fractions[1] == pytest.approx(0.75)  # 90 s done of 120
+    assert text == "saving the model · about 3 s left"  # 6 s estimated 3 s ago
+    clock["now"] = 1100.0  # far past the estimate: no negative time, the bar full
+    assert progress_text(_running(saving, started=910.0)) == (1.0, "saving the model · about 1 s left")
+
+
+@pytest.mark.parametrize("progress", [{}, {"eta_s": None}, {"eta_s": float("nan")}, {"eta_s": "5"},
+                                      {"eta_s": 5.0, "eta_at": float("inf")}, {"eta_s": 5.0, "eta_at": "x"}])
+def test_seconds_left_reads_only_a_finite_estimate(progress):
+    from core.training.eta import seconds_left
+
+    left = seconds_left(progress, 100.0)
+    assert left is None if not isinstance(progress.get("eta_s"), float) or progress["eta_s"] != 5.0 else left == 5.0
+
+
 # --- a tiny real run ------------------------------------------------------------------------------------------------
 
 
@@ -332,3 +368,19 @@ def test_a_cancel_at_an_evaluation_step_stops_without_evaluating(tmp_path, tiny_
     assert [p["step"] for p in reporter.history] == [0]
     assert counted == {"in_training": 0, "around": 1}
     assert reporter.fields["eta_s"] == 0 and not (tmp_path / "work" / "model").exists()
+
+
+def test_the_worker_stamps_each_estimate_with_when_it_was_made():
+    import time
+
+    from core.jobs.worker import JobContext
+    from core.runs.store import RunStore
+
+    store = RunStore()
+    run_id = store.create("train", {"corpus": "x.csv"})
+    ctx = JobContext(store, store.get(run_id))
+    before = time.time()
+    ctx.progress(phase="saving the model", eta_s=4.0)
+    ctx.flush()
+    progress = store.get(run_id).progress
+    assert progress["eta_s"] == 4.0 and before <= progress["eta_at"] <= time.time()

@@ -4,6 +4,7 @@ pairs and starts a run whose STS change the Trade-off page shows."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -145,6 +146,9 @@ def test_train_page_offers_pair_recipes_and_starts_a_run(app, monkeypatch):
     assert [label.rsplit(" · ", 1)[-1] for label in table["run"]] == [run.id]  # the run's label, its id last
     assert table["run"][0].startswith("raoe · rank margin I 2")
     assert table["change"][0] == round(table["after"][0] - table["before"][0], 1)  # the difference as it reads
+    formats = {name: column.get("type_config", {}).get("format")
+               for name, column in json.loads(at.dataframe[0].proto.columns).items() if name != "_index"}
+    assert formats == {"before": "%.1f", "after": "%.1f", "change": "%+.1f"}  # issue 31, 3.6: one precision
     assert "**On pasted table** · 1 run" in [m.value for m in at.markdown]  # the corpus the chart belongs to
 
 

@@ -263,7 +263,10 @@ def test_the_sts_chart_holds_a_dashed_line_at_the_published_value():
     fig = sts_change_figure(rows, [Published("sts_spearman", 77.6, "Reimers & Gurevych 2019")])
     (line,) = fig.layout.shapes
     assert (line.x0, line.x1, line.line.dash) == (77.6, 77.6, "dash")
-    assert [a.text for a in fig.layout.annotations] == ["published STS Spearman 77.6 (Reimers &amp; Gurevych 2019)"]
+    # issue 31, item 3.6: the label sat inside the plot, over the first run's point; the legend names it instead
+    assert not fig.layout.annotations
+    assert [t.name for t in fig.data if t.line.dash == "dash"] == [
+        "published STS Spearman 77.6 (Reimers &amp; Gurevych 2019)"]
 
 
 def test_the_trade_off_plot_marks_a_published_point_or_line():
@@ -272,8 +275,8 @@ def test_the_trade_off_plot_marks_a_published_point_or_line():
     both = tradeoff_figure(points, published={"polarity": Published("polarity", 63.0, "Seed 000"),
                                               "similarity": Published("similarity", 46.6, "Seed 000")})
     (mark,) = [t for t in both.data if t.name == "published"]
-    assert (mark.x, mark.y, mark.marker.symbol, mark.text) == ((46.6,), (63.0,), "x", ("published",))
-    assert not both.layout.shapes
+    assert (mark.x, mark.y, mark.marker.symbol, mark.mode) == ((46.6,), (63.0,), "x", "markers")  # no text by it
+    assert not both.layout.shapes and not both.layout.annotations
     only_p = tradeoff_figure(points, published={"polarity": Published("polarity", 63.0)})
     assert [(s.y0, s.y1, s.line.dash) for s in only_p.layout.shapes] == [(63.0, 63.0, "dash")]
     assert "published" not in [t.name for t in only_p.data]

@@ -215,9 +215,10 @@ def test_the_trade_off_plot_names_the_caveat():
                "polarity": 60.0, "polarity_sd": 20.0, "similarity": 45.0, "similarity_sd": 10.0, "n_queries": 100}]
     p16 = Published("polarity", 63.0, "Seed 000", 16, "none")
     line = tradeoff_figure(points, 5, published={"polarity": p16}, discount="linear")
-    assert [a.text for a in line.layout.annotations] == [f"published P@16 63.0 (Seed 000)<br>{P16_UNIFORM}"]
+    assert [t.name for t in line.data if (t.name or "").startswith("published")] == [
+        f"published P@16 63.0 (Seed 000)<br>{P16_UNIFORM}"]
     same = tradeoff_figure(points, 16, published={"polarity": p16}, discount="none")
-    assert [a.text for a in same.layout.annotations] == ["published P@16 63.0 (Seed 000)"]
+    assert [t.name for t in same.data if (t.name or "").startswith("published")] == ["published P@16 63.0 (Seed 000)"]
     both = tradeoff_figure(points, 5, published={"polarity": p16, "similarity": Published("similarity", 46.6)},
                            discount="linear")
     (mark,) = [t for t in both.data if t.name == "published"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from core.analysis.plots import loss_curve_figure
@@ -13,7 +15,7 @@ from core.jobs.sweep import cancel
 from core.runs.export import safe_name
 from core.runs.labels import duration_s, knob_text, own_settings_text, recipe_text
 from core.runs.store import PARENT_KINDS, Run, RunStore
-from core.training.eta import fmt_seconds
+from core.training.eta import fmt_seconds, run_fraction, seconds_left
 from ui.charts import plot
 from ui.feedback import guard
 from ui.layout import escaped
@@ -49,7 +51,9 @@ def status_line(run: Run) -> None:
 def progress_text(run: Run) -> tuple[float, str]:
     """(fraction, text) for the run's progress bar: the phase in words ("training", "evaluating at step 40",
     "evaluating after training", "saving the model", ...), its step / total, the whole run's time left wherever the
-    worker reports one (from the first training step on, core.training.eta) and, while training, examples/s."""
+    worker reports one (from the first training step on, core.training.eta; counted down between reports) and,
+    while training, examples/s. Once there is a time left, the bar is the whole run's share done, so it does not
+    fall back to 0 when the evaluation after training or saving begins."""
     p = run.progress
     if run.status == "queued":
         return 0.0, "Waiting for the worker process to start…"
@@ -59,8 +63,11 @@ def progress_text(run: Run) -> tuple[float, str]:
     if step is not None and total:
         fraction = min(step / total, 1.0)
         text += f": {step:,} / {total:,}" + (f" {p['unit']}" if p.get("unit") else "")
-    if p.get("eta_s") is not None:
-        text += f" · about {fmt_seconds(max(p['eta_s'], 1))} left"  # a second or less still reads as time left
+    now = time.time()
+    left = seconds_left(p, now)
+    if left is not None:
+        text += f" · about {fmt_seconds(max(left, 1))} left"  # a second or less still reads as time left
+        fraction = min(run_fraction(run.started, left, now) or fraction, 1.0)  # the whole run's, once estimated
     if phase == "training" and p.get("examples_per_s"):
         text += f" · {p['examples_per_s']:,.0f} examples/s"
     if run.cancel_requested:

@@ -385,20 +385,27 @@ def _published_marks(fig: go.Figure, published: dict[str, Published], k: int, di
         notes = " · ".join(dict.fromkeys(f.note for f in (polarity, similarity) if f.note))
         caveats = [f"{f.name}: {caveat}" for f in (polarity, similarity) if (caveat := beside(f, k, discount))]
         fig.add_trace(go.Scatter(
-            x=[similarity.value], y=[polarity.value], mode="markers+text", name="published", text=["published"],
-            textposition="bottom left", textfont={"size": 11, "color": PUBLISHED_COLOUR}, cliponaxis=False,
+            x=[similarity.value], y=[polarity.value], mode="markers", name="published",  # named in the legend only
             marker={"symbol": "x", "size": 13, "color": PUBLISHED_COLOUR, "line": {"width": 1, "color": "white"}},
             customdata=[["<br>".join(hover_text(line) for line in [notes or "no source given", *caveats])]],
             hovertemplate=f"<b>published</b> on this test set<br>{plot_text(polarity.name)} %{{y:.1f}} · "
                           f"{plot_text(similarity.name)} %{{x:.1f}}<br>%{{customdata[0]}}<extra></extra>"))
     elif polarity is not None:
-        fig.add_hline(y=polarity.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
-                      annotation_text=_published_label(polarity, beside(polarity, k, discount)),
-                      annotation_font_color=PUBLISHED_COLOUR, annotation_position="bottom right")
+        _published_line(fig, polarity, "y", beside(polarity, k, discount))
     elif similarity is not None:
-        fig.add_vline(x=similarity.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
-                      annotation_text=_published_label(similarity, beside(similarity, k, discount)),
-                      annotation_font_color=PUBLISHED_COLOUR, annotation_position="top left")
+        _published_line(fig, similarity, "x", beside(similarity, k, discount))
+
+
+def _published_line(fig: go.Figure, figure: Published, axis: str, caveat: str | None = None) -> None:
+    """A published figure as a dashed line at its value across the plot (`axis` "x": vertical), labelled in the
+    legend, where a label never covers a point (inside the plot, one did)."""
+    style = {"dash": "dash", "color": PUBLISHED_COLOUR, "width": 1.5}
+    if axis == "x":
+        fig.add_vline(x=figure.value, line=style)
+    else:
+        fig.add_hline(y=figure.value, line=style)
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=style, name=_published_label(figure, caveat),
+                             hoverinfo="skip"))
 
 
 def _interval_bars(rows: list[dict], when: str) -> dict:
@@ -417,7 +424,7 @@ def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> 
     """One line per run from its STS Spearman before training (grey) to after (coloured by better / worse), so
     the direction and size of each change read at a glance; rows as
     core.analysis.tradeoff.metric_changes(store, "sts_spearman") gives. Each `published` STS Spearman of the runs'
-    corpora (core.analysis.tradeoff.published_for) as a dashed vertical line, labelled with its value and source."""
+    corpora (core.analysis.tradeoff.published_for) as a dashed vertical line, its value and source in the legend."""
     fig = go.Figure()
     names = [plot_text(r.get("name") or r["run_id"]) for r in rows]  # the run's label: what tells it apart, its id
     for r, name in zip(rows, names):
@@ -432,9 +439,7 @@ def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> 
                              customdata=[[plot_text(r["name"]), r["change"]] for r in rows],
                              hovertemplate="%{customdata[0]}<br>after %{x:.1f} (%{customdata[1]:+.1f})<extra></extra>"))
     for figure in published:
-        fig.add_vline(x=figure.value, line_dash="dash", line_color=PUBLISHED_COLOUR, line_width=1.5,
-                      annotation_text=_published_label(figure), annotation_font_color=PUBLISHED_COLOUR,
-                      annotation_position="top right")
+        _published_line(fig, figure, "x")
     fig.update_layout(title="STS Spearman before → after training", height=120 + 40 * len(rows),
                       legend={"orientation": "h", "y": -0.2})
     values = [v for r in rows for v in (r["before"], r["after"], *(r.get("before_ci") or ()),

@@ -18,7 +18,7 @@ from core.reproduce.report import table_text
 from core.runs.labels import knob_value
 from core.runs.store import PARENT_KINDS, RunStore
 from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, corpus_options, for_recipe
-from core.training.eta import fmt_seconds
+from core.training.eta import fmt_seconds, seconds_left
 from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import get_recipe, recipe_params
 
@@ -145,14 +145,15 @@ def follow(store, run_id: str, start: bool = True) -> object:
                     bar.close()
                 phase = prefix + (prog.get("phase") or "")
                 bar = tqdm(total=prog.get("total") or 0, desc=phase, file=sys.stderr, leave=False)
-            if bar is not None and prog.get("total"):
-                bar.total = prog["total"]
-                bar.n = prog.get("step", 0)
+            if bar is not None:
+                if prog.get("total"):
+                    bar.total = prog["total"]
+                    bar.n = prog.get("step", 0)
                 loss = shown.losses[-1]["loss"] if shown.losses else None
+                left = seconds_left(prog, time.time())  # counts down between reports, e.g. while saving
                 bar.set_postfix_str(", ".join(
                     ([f"loss {loss:.4f}"] if loss is not None else [])
-                    + ([f"about {fmt_seconds(max(prog['eta_s'], 1))} left"] if prog.get("eta_s") is not None
-                       else [])), refresh=True)
+                    + ([f"about {fmt_seconds(max(left, 1))} left"] if left is not None else [])), refresh=True)
             if run.status in ("done", "failed", "cancelled"):
                 return run
             time.sleep(0.5)

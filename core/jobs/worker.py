@@ -66,6 +66,8 @@ class JobContext:
         """Report step, total, loss, examples_per_s, eta_s, phase, ... (merged into the run's progress)."""
         new_phase = "phase" in fields and fields["phase"] != self._phase
         self._phase = fields.get("phase", self._phase)
+        if "eta_s" in fields:  # when the estimate was made: readers count down from it (core.training.eta)
+            fields["eta_at"] = time.time()
         self._pending_progress.update(fields)
         self._maybe_flush(force=new_phase)
 

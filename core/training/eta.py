@@ -26,6 +26,27 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def seconds_left(progress: dict, now: float) -> float | None:
+    """The run's time left as of `now` (wall clock): the worker's last estimate (eta_s) less the time since it made
+    it (eta_at), so a display between two reports counts down instead of freezing (saving a model reports once);
+    None where the worker gave no estimate. Never below zero: a phase that overruns its estimate stays at 0."""
+    eta, at = progress.get("eta_s"), progress.get("eta_at")
+    if not isinstance(eta, int | float) or not math.isfinite(eta):
+        return None
+    since = now - at if isinstance(at, int | float) and math.isfinite(at) else 0.0
+    return max(float(eta) - max(since, 0.0), 0.0)
+
+
+def run_fraction(started: float | None, left: float | None, now: float) -> float | None:
+    """The share of the whole run done, from its elapsed time and its time left; None without both. What the
+    progress bar shows once the worker estimates the run's end, so it does not fall back to 0 when a phase (the
+    evaluation after training, saving) starts counting anew."""
+    if started is None or left is None:
+        return None
+    elapsed = max(now - started, 0.0)
+    return elapsed / (elapsed + left) if elapsed + left > 0 else 1.0
+
+
 def save_seconds(weight_bytes: int) -> float:
     """Expected seconds to save a model whose weights take `weight_bytes`: saving is writing them once."""
     return SAVE_FIXED_S + max(weight_bytes, 0) / SAVE_BYTES_PER_S
