@@ -251,3 +251,17 @@ def test_the_header_and_sidebar_count_what_the_report_card_counts(app):
     assert {m.label: m.value for m in at.metric}["Pairs kept"] == "50"
     assert any(m.value.startswith("**Pair corpus**: 50 pairs (40 in train and test)") for m in at.markdown)
     assert any(c.value.startswith("50 pairs (40 in train and test)") for c in at.sidebar.caption)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_the_sts_chart_gives_each_run_a_row_and_its_legend_clears_the_axis(n):
+    """Issue 31, item 3.6, seen in a browser: with two runs only one row was labelled (40 px a row, minus the title
+    and a legend at -0.2 that sat on the tick labels)."""
+    from core.analysis.plots import STS_LEGEND_PX, STS_ROW_PX
+
+    rows = [{"run_id": f"r{i}", "name": f"run {i}", "before": 77.0, "after": 77.0 + i / 10, "change": i / 10}
+            for i in range(n)]
+    fig = sts_change_figure(rows)
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert plot_px >= STS_ROW_PX * n
+    assert fig.layout.legend.yanchor == "top" and fig.layout.legend.y * plot_px == pytest.approx(-STS_LEGEND_PX)

@@ -231,7 +231,8 @@ def map_data(reference, tuned, corpus: Corpus, method: str = "tsne", max_points:
 
 
 def map_title(name: str, accuracy: float, data: MapData) -> str:
-    return f"{plot_text(name)} · kNN accuracy {accuracy:.1%} <sup>({_accuracy_note(accuracy, data)})</sup>"
+    """The figure and, on a line of its own, what it rests on: beside it, the note ran past a half-page map's edge."""
+    return f"{plot_text(name)} · kNN accuracy {accuracy:.1%}<br><sup>{_accuracy_note(accuracy, data)}</sup>"
 
 
 def _accuracy_note(accuracy: float, data: MapData) -> str:

@@ -417,6 +417,9 @@ def _interval_bars(rows: list[dict], when: str) -> dict:
             "arrayminus": [r[when] - low for r, (low, _) in zip(rows, bounds)]}
 
 
+STS_PLOT_PX, STS_ROW_PX = 40, 45  # the STS chart's plot area: padding, then each run's row
+STS_MARGIN_PX = {"t": 60, "b": 130}  # the title above; tick labels, axis title and the legend below
+STS_LEGEND_PX = 75  # from the plot's bottom edge to the legend's top: under the axis title
 STS_MIN_SPAN = 1.0  # the STS axis spans at least a point of Spearman x 100, so its ticks fall on round steps
 
 
@@ -440,8 +443,12 @@ def sts_change_figure(rows: list[dict], published: Sequence[Published] = ()) -> 
                              hovertemplate="%{customdata[0]}<br>after %{x:.1f} (%{customdata[1]:+.1f})<extra></extra>"))
     for figure in published:
         _published_line(fig, figure, "x")
-    fig.update_layout(title="STS Spearman before → after training", height=120 + 40 * len(rows),
-                      legend={"orientation": "h", "y": -0.2})
+    # The legend below the axis title, placed in pixels (paper units scale with the plot's height): at a fixed -0.2 it
+    # sat on the tick labels, and at 40 px a row the plot area of two runs was too short to label both rows.
+    plot_px = STS_PLOT_PX + STS_ROW_PX * len(rows)
+    fig.update_layout(title="STS Spearman before → after training", height=plot_px + STS_MARGIN_PX["t"] +
+                      STS_MARGIN_PX["b"], margin=STS_MARGIN_PX,
+                      legend={"orientation": "h", "yanchor": "top", "y": -STS_LEGEND_PX / plot_px, "x": 0})
     values = [v for r in rows for v in (r["before"], r["after"], *(r.get("before_ci") or ()),
                                          *(r.get("after_ci") or ()))] + [f.value for f in published]
     low, high = min(values, default=0.0), max(values, default=0.0)
