@@ -246,3 +246,21 @@ def test_any_exception_after_a_stop_request_counts_as_cancel(store: RunStore,
     worker.execute(store, run_id)
     run = store.get(run_id)
     assert run.status == "cancelled" and run.error is None
+
+
+@pytest.mark.parametrize("verdict", ["done", "failed", "cancelled"])
+def test_a_final_status_is_recorded_only_after_the_staged_files_are_gone(store: RunStore, verdict: str) -> None:
+    """Issue 32: the worker marked a run failed and only then, in `finally`, removed its .tmp, so a reader of the
+    status could still see staged files (CI's one failure). Whoever records a verdict removes them first."""
+    from core.runs.store import TMP_NAME
+
+    run_id = store.create("train", {"corpus": "x.csv"})
+    assert store.mark_running(run_id, 4242)
+    staged = store.run_dir(run_id) / TMP_NAME / "model"
+    staged.mkdir(parents=True)
+    (staged / "weights.bin").write_bytes(b"partial")
+    assert not store._finish(run_id, "failed", error="late reaper", if_pid=1)  # not its process: nothing changes
+    assert staged.exists() and store.get(run_id).status == "running"
+    {"done": store.mark_done, "failed": lambda r: store.mark_failed(r, "boom"), "cancelled": store.mark_cancelled}[
+        verdict](run_id)
+    assert store.get(run_id).status == verdict and not (store.run_dir(run_id) / TMP_NAME).exists()

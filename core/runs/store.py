@@ -492,11 +492,13 @@ class RunStore:
     def _finish(self, run_id: str, status: str, *, error: str | None = None, metrics_after: dict | None = None,
                 artefacts: dict | None = None, if_pid: int | None | object = _ANY_PID) -> bool:
         """Move an active run to a final status. Final statuses are sticky, so a late reaper or a
-        late worker can never overwrite the other's verdict."""
+        late worker can never overwrite the other's verdict. The run's staged files (TMP_NAME) are removed first,
+        whoever records the verdict (worker, launcher, reaper): whoever reads a final status finds none left."""
         with self._tx() as con:
             row = self._row(con, run_id)
             if row["status"] not in ACTIVE or (if_pid is not _ANY_PID and row["pid"] != if_pid):
                 return False
+            shutil.rmtree(self.run_dir(run_id) / TMP_NAME, ignore_errors=True)
             con.execute(
                 "UPDATE runs SET status = ?, finished = ?, error = ?, "
                 "metrics_after = COALESCE(?, metrics_after), artefacts = ? WHERE id = ?",
@@ -549,8 +551,7 @@ class RunStore:
         reaped, served = [], []
         for row in rows:
             error = self._orphan_error(row["pid"], row["created"], row["exit_status"], grace_s)
-            if error and self._finish(row["id"], "failed", error=error, if_pid=row["pid"]):
-                shutil.rmtree(self.run_dir(row["id"]) / TMP_NAME, ignore_errors=True)
+            if error and self._finish(row["id"], "failed", error=error, if_pid=row["pid"]):  # removes .tmp too
                 reaped.append(row["id"])
                 served.append((row["pid"],))
         if served:
