@@ -204,8 +204,8 @@ def run(opts: Options) -> None:
         def started() -> tuple[str, int]:
             """The Train page: save the uploaded table for the worker, create the run, start its worker."""
             columns = detect_columns(df)
-            cfg = TrainConfig(corpus=str(persist_table(df, astuple(columns))), text_col=columns.text, label_col=columns.label,
-                              split_col=columns.split, recipe="triplet", margin=0.1, distance="cosine",
+            cfg = TrainConfig(corpus=str(persist_table(df, astuple(columns))), text_col=columns.text,
+                              label_col=columns.label, split_col=columns.split, recipe="triplet", margin=0.1, distance="cosine",
                               examples=2000, epochs=1.0, batch_size=32, seed=0, device="cpu")
             run_id = store.create("train", cfg.to_dict())
             return run_id, start(store, run_id)

@@ -581,10 +581,10 @@ def loss_curve_figure(losses: list[dict], evals: list[dict] | None = None,
                       phases: list[dict] | None = None) -> go.Figure:
     """Training loss by step; evaluation points (P@k, S@k, accuracies, all in %) on a second y axis (a run's
     history: the before-evaluation at step 0, any in-training ones, the after-evaluation at the last step, so the
-    curve spans the run; with no in-training one, the two are drawn as points without a line); `phases` ([{"step", "label"}], e.g. a curriculum's bands, steps 0-based) as labelled
-    dotted lines where each begins, so a jump in the loss can be read against the change that caused it. A loss is
-    logged under the step count after its step, so the phase starting at 0-based step s covers logged points s + 1
-    onward: its line sits at s + 0.5, between the last point of the previous phase and its own first."""
+    curve spans the run; with no in-training one, the two are drawn as points without a line); `phases`
+    ([{"step", "label"}], e.g. a curriculum's bands, steps 0-based) as labelled dotted lines where each begins, so a
+    jump in the loss can be read against the change that caused it. A loss is logged under the step count after its
+    step, so the phase starting at 0-based step s covers logged points s + 1 onward: its line sits at s + 0.5, between the last point of the previous phase and its own first."""
     series = [m for m in HEADLINE if any(m.key in e for e in evals or [])]
     fig = make_subplots(specs=[[{"secondary_y": bool(series)}]])
     fig.add_trace(go.Scatter(

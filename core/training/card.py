@@ -184,13 +184,13 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
                   "items (bootstrap, 1,000 resamples)."]
     lines += _per_class_lines(before, after)
     ata = cfg.pooling == "ata" if ata is None else ata
-    file = given_file_name(corpus.get("name"), cfg.corpus)
+    file = shlex.quote(given_file_name(corpus.get("name"), cfg.corpus))
+    command = f"python -m core train --config {CONFIG_FILE} --corpus {file}"
     lines += ["", _load_text(ata), "", *_load_code(ata), "",
-              f"Reproduce with {_code(f'python -m core train --config {CONFIG_FILE} --corpus {shlex.quote(file)}')}: an export "
-              f"of the run (`python -m core export RUN_ID`, or the Runs page) writes {CONFIG_FILE} into this folder "
-              "and beside it, naming the corpus by its file name and content (rows and a fingerprint of each column "
-              "read, the same whatever the file's format); another file is used with a warning that says what "
-              "differs.", ""]
+              f"Reproduce with {_code(command)}: an export of the run (`python -m core export RUN_ID`, or the Runs "
+              f"page) writes {CONFIG_FILE} into this folder and beside it, naming the corpus by its file name and "
+              "content (rows and a fingerprint of each column read, the same whatever the file's format); another "
+              "file is used with a warning that says what differs.", ""]
     return "\n".join(lines)
 
 
