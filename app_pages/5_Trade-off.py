@@ -27,7 +27,7 @@ from core.evaluation.uncertainty import ERROR_BARS
 from core.jobs.quick import QUICK_RECIPE, quick_run, quick_text, quick_top_layers
 from core.training.config import GENERAL_PARAMS
 from ui.layout import escaped
-from ui.run_control import corpus_fields, keep_warm
+from ui.run_control import corpus_fields, corpus_name, keep_warm
 from ui.run_panel import progress_text
 
 POLL_S = 0.5  # while a quick run trains: its point should show within moments of it finishing
@@ -171,7 +171,7 @@ def start_quick(margin: float, full: bool = False) -> None:
     """Start (or find) the quick run, then redraw: a run that is already done belongs on the plot above."""
     with ui.guard("Starting the quick model") as outcome:
         base = {**corpus_fields(), "model": ui.state.model_name(), "recipe": QUICK_RECIPE}
-        quick_runs[margin, full] = quick_run(runs, base, margin, full=full)
+        quick_runs[margin, full] = quick_run(runs, base, margin, full=full, corpus_name=corpus_name())
     if not outcome.failed:
         st.rerun()
 

@@ -85,6 +85,7 @@ def test_tradeoff_slider_quick_model_then_both_pages_with_the_run(tiny_env, monk
                                                  "Pareto front"]
     assert plot["data"][1]["text"] == ["triplet m10 (quick)"]
     run_id = RunStore().list()[0].id
+    assert RunStore().get(run_id).corpus_name == "demo_corpus.csv"  # named as the page's other runs are
     name, recipe, margin = plot["data"][1]["customdata"][0][:3]  # what the hover shows
     assert (name, recipe, margin) == (f"{run_id} (quick)", "triplet", "10")
     assert any("quick model at margin 10 is on the plot" in c.value for c in at.caption)

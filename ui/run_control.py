@@ -76,6 +76,12 @@ def corpus_fields() -> dict:
             **({"list_shape": corpus.shape} if corpus.kind == "lists" else {})}
 
 
+def corpus_name() -> str | None:
+    """The session's corpus as the user named it, which its runs record: an upload's file name, else the table's."""
+    table = state.table()
+    return (table.file or table.name) if table is not None else None
+
+
 def keep_warm() -> None:
     """Keep a pre-warmed worker waiting (core.jobs.standby) on pages that start runs, so a run starts training
     without first spending seconds on imports."""
@@ -85,8 +91,7 @@ def keep_warm() -> None:
 def start_run(kind: str, config: dict) -> str:
     """Create a run, hand it to a detached worker process and select it; returns its id."""
     runs = run_store()
-    table = state.table()
-    run_id = runs.create(kind, config, corpus_name=(table.file or table.name) if table is not None else None)
+    run_id = runs.create(kind, config, corpus_name=corpus_name())
     try:
         launch.start(runs, run_id)
     except Exception as exc:
