@@ -11,8 +11,8 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from core.data.content import COLUMN_DIGITS, Content, saved_copy_path
 from core.errors import UserError, shorten
 from core.evaluation.headline import DISCOUNTS
 from core.models.loading import DEFAULT_MODEL, check_device, layer_count
@@ -20,6 +20,9 @@ from core.storage import ASSETS, corpora_dir
 from core.training.params import Param
 from core.training.recipe import Recipe
 from core.training.recipes import get_recipe, recipe_params
+
+if TYPE_CHECKING:  # reading a table's content needs pandas and scikit-learn, which the CLI's start-up does without
+    from core.data.content import Content
 
 POOLINGS = ("model", "mean", "cls", "max", "ata")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -246,7 +249,7 @@ def _check_world(checked: dict) -> None:
 # --- files by name and content: a config that travels --------------------------------------------------------
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-COLUMN_FINGERPRINT = re.compile(rf"[0-9a-f]{{{COLUMN_DIGITS}}}")
+HEX = re.compile(r"[0-9a-f]+")
 ENTRY_KEYS = ("name", "content", "rows", "columns", "sha256")  # sha256: a file's bytes, as exports before 0.31 wrote
 CONTENT_KEYS = ("content", "rows", "columns")
 
@@ -279,6 +282,8 @@ def file_entry(path: str | Path, name: str | None = None) -> dict:
     """A file as a portable config names it: {name, content, rows, columns} (core.data.content: what a run reads,
     the same for a CSV and its Parquet copy). `name`: the name the user gave the file (an upload's), else the file's
     own. Only the name when the file cannot be read any more (a corpus deleted since the run)."""
+    from core.data.content import Content  # reads tables (pandas, scikit-learn): not at the CLI's start-up
+
     path = Path(path)
     name = name or path.name
     try:
@@ -315,6 +320,8 @@ def _entry(key: str, value: object) -> tuple[str, Content | None, str | None]:
 
 def _content(key: str, value: dict) -> Content | None:
     """The content an entry names, checked: all three of content, rows and columns, or none."""
+    from core.data.content import COLUMN_DIGITS, Content
+
     given = [k for k in CONTENT_KEYS if k in value]
     if not given:
         return None
@@ -325,7 +332,7 @@ def _content(key: str, value: dict) -> Content | None:
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
         raise UserError(f"{key}'s rows must be a whole number of rows, got {shorten(rows)}.")
     if (not isinstance(columns, dict) or not columns
-            or not all(isinstance(c, str) and isinstance(d, str) and COLUMN_FINGERPRINT.fullmatch(d)
+            or not all(isinstance(c, str) and isinstance(d, str) and len(d) == COLUMN_DIGITS and HEX.fullmatch(d)
                        for c, d in columns.items())):
         raise UserError(f"{key}'s columns must map each column name to its {COLUMN_DIGITS}-digit fingerprint, got "
                         f"{shorten(columns)}.")
@@ -339,6 +346,8 @@ def _content(key: str, value: dict) -> Content | None:
 def _difference(path: Path, content: Content | None, sha: str | None) -> str:
     """What differs between a file and the content (or older exports' sha256) an entry names, in words; '' for
     the same. A file that cannot be read differs (the corpus loader then says why, in its own words)."""
+    from core.data.content import Content
+
     try:
         if content is not None:
             return Content.of_file(path).difference(content)
@@ -389,11 +398,13 @@ def locate_files(data: dict, config: Path, given: dict | None = None,
             continue
         candidates = [folder / name for folder in _places(config.parent)]
         if content is not None:
+            from core.data.content import saved_copy_path
+
             candidates.append(saved_copy_path(content.fingerprint))
         found = [path for path in candidates if path.is_file()]
         match = next((path for path in found if not _difference(path, content, sha)), None)
         if match is None:
-            named = content.fingerprint[:COLUMN_DIGITS] if content else sha
+            named = saved_copy_path(content.fingerprint).stem if content else sha
             held = f" (content {named})" if named else ""
             differs = f"; {found[0]} has that name but {_difference(found[0], content, sha)}" if found else ""
             raise UserError(f"the config trains on {name}{held}, which is not in the current folder, beside the "
