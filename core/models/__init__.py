@@ -9,6 +9,8 @@
 - ``encode_pool``: on CPU, encode's batches spread over persistent single-thread worker processes (two of them encode
   about 2x as fast as one process on two threads on a busy 2-core machine), used when ``pool_size`` says so:
   ``pool_size``, ``workers``, ``pool_for``, ``shutdown``, ``EncodePool``, ``WorkerError``.
+- ``threads``: torch's CPU threads sized from the cores other work leaves free (oversubscribed threads collapse):
+  ``free_cores``, ``threads_for_free_cores``.
 - ``rates``: this machine's measured encoding rate per architecture, for ETAs: ``encode_rate``, ``record_rate``,
   ``EncodeClock``.
 - ``ata``: anchor-token-aware pooling as sentence-transformers modules: ``ATATransformer``, ``ATAPooling``,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +16,12 @@ from sentence_transformers.util import batch_to_device
 
 from core.models import encode_pool
 from core.models.loading import model_fingerprint
+from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, streamed_array
 
 Progress = Callable[[int, int], None]
 OVERLONG_CHUNK = 4096  # texts per tokenizer call in count_overlong
+SIZED_BATCHES = 4  # an in-process CPU encode this long samples the free cores first (0.1 s) to size torch's threads
 Target = Callable[[str, tuple[int, ...]], np.ndarray]  # ("pooled" or "layers", shape) -> array
 
 
@@ -174,7 +176,9 @@ def encode(
         # On CPU, worker processes of one thread each (core.models.encode_pool) when its policy says so.
         pool = encode_pool.pool_for(model, len(batches), attentions)
         if pool is None or not pool.run(model, texts, batches, encode_batch, (layers,), write):
-            with eager_attention(model[0].auto_model, attentions):
+            sized = model.device.type == "cpu" and len(batches) >= SIZED_BATCHES
+            with eager_attention(model[0].auto_model, attentions), \
+                    (threads_for_free_cores() if sized else nullcontext()):
                 for rows in batches:
                     write(rows, encode_batch(model, [texts[i] for i in rows], layers, attentions))
     finally:

@@ -34,6 +34,7 @@ from core.evaluation.evaluator import TradeoffEvaluator
 from core.models.ata import build_ata_model
 from core.models.loading import load_model
 from core.models.rates import encode_rate
+from core.models.threads import threads_for_free_cores
 from core.training import distributed
 from core.training.card import save_with_card
 from core.training.config import TrainConfig, corpus_options
@@ -435,7 +436,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta, selection)
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
         t2 = time.monotonic()
-        train_out = trainer.train()  # with selection, the model now holds the kept checkpoint
+        with threads_for_free_cores() if str(model.device) == "cpu" else nullcontext():  # others' load, at the start
+            train_out = trainer.train()  # with selection, the model now holds the kept checkpoint
         distributed.training_ended(train_out.global_step)
         timings["train_s"] = time.monotonic() - t2
         if selection is not None:
