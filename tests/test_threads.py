@@ -105,3 +105,26 @@ def test_training_on_the_cpu_runs_on_the_free_cores(two_cores, tiny_model_dir, c
         assert seen and set(seen) == {1} and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_caching_the_frozen_layers_runs_on_the_free_cores(two_cores, tiny_model, monkeypatch):
+    """The quick point's first phase ran at 36 texts/s beside other work (issue 32): its own in-process pass."""
+    from core.training import top_layers
+
+    seen: list[int] = []
+    real = top_layers.TopLayers.lower
+
+    def recording(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(top_layers.TopLayers, "lower", recording)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        two_cores["percent"] = [100.0, 100.0]
+        with top_layers.top_layers_view(tiny_model, 1, [f"a text about {i}" for i in range(40)]):
+            assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -15,7 +15,7 @@ are shared, so the original model then holds the trained top layers and saves as
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from core.errors import UserError
 from core.models.loading import model_fingerprint
+from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, save_array
 
 # Encoders whose layers take (hidden states, attention mask) and nothing else: MPNet (relative position bias) and
@@ -134,7 +135,8 @@ def prefill(view: TopLayers, model, texts: Sequence[str], progress: Progress | N
     states = load_array(states_path, (None, view.hf.config.hidden_size))
     tokens = load_array(tokens_path, (None, 2)) if states is not None else None
     if tokens is None or len(tokens) != len(states):
-        tokens, states = _compute(view, model, texts, progress)
+        with threads_for_free_cores() if model.device.type == "cpu" else nullcontext():  # beside others' work
+            tokens, states = _compute(view, model, texts, progress)
         save_array(states_path, states)
         save_array(tokens_path, tokens)  # written last: its presence means both are complete
     bounds = np.flatnonzero(np.diff(tokens[:, 0])) + 1
