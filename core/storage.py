@@ -56,7 +56,7 @@ def encode_rates_file() -> Path:
 
 
 def corpora_dir() -> Path:
-    """Uploaded tables saved for background runs (data.corpus.persist_table)."""
+    """Uploaded tables saved for background runs (data.content.persist_table)."""
     return home() / "corpora"
 
 

@@ -85,7 +85,7 @@ def test_map_data_shapes_subsample_knn_and_caches(tiny_model, tuned, corpus, spi
 
     ref_fig, tuned_fig = maps.map_figures(data, "Reference", "Fine-tuned", highlight=3)
     assert ref_fig.layout.title.text.startswith(f"Reference · kNN accuracy {data.ref_knn:.1%}")
-    assert f"<br><sup>95% CI " in tuned_fig.layout.title.text  # its own line: beside the figure it was cut off
+    assert "<br><sup>95% CI " in tuned_fig.layout.title.text  # its own line: beside the figure it was cut off
     assert f"all {len(corpus.test_texts)} test texts, k=10</sup>" in tuned_fig.layout.title.text
     low, high = proportion_ci(data.ref_knn, len(corpus.test_texts))  # the figure's own 95% interval
     assert f"95% CI {low:.1%}–{high:.1%}, all " in ref_fig.layout.title.text

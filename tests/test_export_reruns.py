@@ -58,7 +58,7 @@ def test_a_page_run_on_an_upload_reruns_from_its_export_on_the_original_file(app
     out = export_run(RunStore(), run.id, tmp_path / "exports", embeddings=False)
     config = Path(out["dir"]) / CONFIG_FILE
     entry = yaml.safe_load(config.read_text())["corpus"]
-    content = Content.of(tweets()).within(["tweet", "emotion"])
+    content = Content.of(tweets()[["tweet", "emotion"]])  # the columns the run read
     assert entry == {"name": FILE, **content.entry()}  # ... and the export names the user's file and its content
     card = (Path(out["dir"]) / "model" / "README.md").read_text()
     assert f"`{FILE}`" in card and f"--corpus '{FILE}'" in card and Path(run.config["corpus"]).stem not in card

@@ -7,7 +7,6 @@ fails later is logged and the trained model is kept."""
 from __future__ import annotations
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 import core.jobs.launch
 from core.analysis.plots import loss_curve_figure

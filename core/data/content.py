@@ -55,12 +55,6 @@ class Content:
         """The content as a portable config names it, beside the file's name."""
         return {"content": self.fingerprint, "rows": self.rows, "columns": dict(self.columns)}
 
-    def within(self, names: list[str]) -> Content | None:
-        """The content of just these columns (a file may hold more than the run read); None if one is missing."""
-        if any(name not in self.columns for name in names):
-            return None
-        return Content(self.rows, {name: self.columns[name] for name in names})
-
     def difference(self, expected: Content) -> str:
         """What differs from the `expected` content, in words ('19,990 rows, not 20,000'); '' when it is the same
         (columns the expected content lacks are ignored)."""

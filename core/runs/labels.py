@@ -17,7 +17,7 @@ from core.storage import corpora_dir
 from core.training.config import resolved
 from core.training.recipes import RECIPES
 
-_SAVED_COPY = re.compile(r"[0-9a-f]{16}")  # data.corpus.persist_table's content-hash file names
+_SAVED_COPY = re.compile(r"[0-9a-f]{16}")  # data.content.persist_table's content-hash file names
 # Settings of where and how a run was executed or exported, not of what it trained: two runs differing only there
 # trained the same model, so labels never name them.
 _NOT_TRAINING = frozenset({"device", "nproc", "nnodes", "node_rank", "master_addr", "master_port", "eval_every",
@@ -76,7 +76,7 @@ def corpus_names(runs: Iterable[Run]) -> dict[str, str]:
 
 
 def _saved_hash(path: str) -> str | None:
-    """The start of the content hash of a saved copy of an upload (data.corpus.persist_table); None for another
+    """The start of the content hash of a saved copy of an upload (data.content.persist_table); None for another
     file."""
     file = Path(path)
     if file.parent.name == corpora_dir().name and _SAVED_COPY.fullmatch(file.stem):

@@ -26,7 +26,7 @@ from core.runs.export import original_names
 from core.runs.labels import own_settings_text, run_label
 from core.runs.store import Run
 from core.storage import home
-from core.training.config import TRACKERS, portable
+from core.training.config import portable
 
 MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
 STATUS = {"done": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}  # MLflow's words for how a run ended

@@ -250,7 +250,7 @@ def _check_world(checked: dict) -> None:
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 HEX = re.compile(r"[0-9a-f]+")
-ENTRY_KEYS = ("name", "content", "rows", "columns", "sha256")  # sha256: a file's bytes, as exports before 0.31 wrote
+ENTRY_KEYS = ("name", "content", "rows", "columns", "sha256")  # sha256: older exports named a file by its bytes
 CONTENT_KEYS = ("content", "rows", "columns")
 
 
@@ -358,8 +358,8 @@ def _difference(path: Path, content: Content | None, sha: str | None) -> str:
 
 def _places(config_dir: Path) -> list[Path]:
     """Where a file named only by name is looked for: the current folder, the config's, the home's corpora folder
-    (uploads saved by the pages, also under their content's name: core.data.corpus.persist_table) and ContrastLab's
-    assets (the demo corpora)."""
+    (uploads saved by the pages) and ContrastLab's assets (the demo corpora). locate_files also tries the pages' copy
+    of an upload, named by its content (core.data.content.persist_table)."""
     places: list[Path] = []
     for folder in (Path.cwd(), config_dir, corpora_dir(), ASSETS):
         if all(folder.resolve() != seen.resolve() for seen in places):
