@@ -128,3 +128,15 @@ def test_the_cli_starts_without_the_heavy_libraries():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_cli_quick_call_does_not_load_torch_dynamo():
+    """`quick` only asks core.training.top_layers whether the model supports a top-layers run; importing
+    transformers' masking utilities at that module's top loaded torch._dynamo, 4 s of every call (issue 32)."""
+    import subprocess
+    import sys
+
+    code = "import sys, core.jobs.quick; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "False"

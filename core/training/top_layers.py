@@ -19,7 +19,6 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput
 
 from core.errors import UserError
@@ -103,6 +102,9 @@ class TopLayers(torch.nn.Module):
         for row, (key, n) in enumerate(zip(keys, lengths)):
             hidden[row, :n] = self.states[key].to(hidden.device)
         hidden = hidden.to(next(self.hf.parameters()).dtype)
+        # Imported here: it loads torch._dynamo (4 s of a CLI `quick` call that only asks supports_top_layers).
+        from transformers.masking_utils import create_bidirectional_mask
+
         mask = create_bidirectional_mask(config=self.hf.config, inputs_embeds=hidden, attention_mask=attention_mask)
         for layer in self.hf.encoder.layer[self.split:]:
             hidden = layer(hidden, mask)
