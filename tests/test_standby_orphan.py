@@ -86,3 +86,25 @@ def test_a_ready_standby_exits_with_its_parent_but_one_running_a_job_finishes_it
     run = busy.get(run_id)
     assert (run.status, run.pid) == ("done", busy_pid) and Path(run.artefacts["result"]).is_file()
     assert "which started it, is gone" not in _log(busy)
+
+
+DETACHED = """
+import sys
+from core.jobs import standby
+from core.runs.store import RunStore
+print(standby.ensure(RunStore(sys.argv[1]), detached_s=float(sys.argv[2])), flush=True)
+"""
+
+
+def test_a_standby_left_by_a_cli_call_outlives_it_and_waits_its_own_time(stores):
+    """Issue 32: a CLI `quick` leaves a warm worker for the next call (a second point took 15.6 s with a new worker
+    and 5.1 s with the standby, here); it must not leave with the CLI process, and waits only `detached_s`."""
+    store = stores[0]
+    env = {**os.environ, "CONTRASTLAB_STANDBY_S": "600", "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run([sys.executable, "-c", DETACHED, str(store.root), "6"], cwd=REPO_ROOT, env=env, text=True,
+                         capture_output=True, check=True)
+    pid = int(out.stdout)  # its parent has exited now
+    _wait(lambda: (standby.folder(store) / f"{pid}.ready").exists(), IMPORT_TIMEOUT_S, "the standby to be ready")
+    assert pid_alive(pid) and (standby.folder(store) / f"{pid}.ready").read_text() == ""  # no parent to leave with
+    _wait(lambda: not pid_alive(pid), EXIT_TIMEOUT_S, "the unused standby to leave after its own 6 s")
+    assert f"pid {pid} left standby unused" in _log(store) and _markers(store) == []

@@ -241,6 +241,7 @@ def cmd_quick(args) -> dict:
     run_id = existing or quick_run(store, config, margin, full=args.full)
     run = follow(store, run_id, start=False)
     result = _finish_run(store, run, args)
+    standby.ensure(store, detached_s=standby.CLI_IDLE_S)  # warm for the next point, as the page keeps one
     layers = f"top-{config['top_layers']} quick" if config["top_layers"] else "quick, all layers"
     return {"run_id": run.id, "status": run.status, "seconds": round(time.monotonic() - t0, 2),
             "mode": f"{layers}, {start}", "before": result["before"], "after": result["after"],

@@ -31,6 +31,7 @@ from core.runs.store import RunStore, pid_alive
 # sentence-transformers and the Hugging Face trainer; mining adds FAISS.
 WARM_MODULES = ("core.training.trainer", "core.jobs.sweep", "core.data.mining")
 DEFAULT_IDLE_S = 900.0
+CLI_IDLE_S = 300.0  # a standby a CLI call leaves for the next one waits this long (it has no server to leave with)
 POLL_S = 0.05
 PARENT_POLL_S = 0.5  # how often a standby checks that the process that started it is still there
 RUN_FILE = "{pid}.run"
@@ -74,12 +75,14 @@ def _is_standby(pid: int) -> bool:
     return b"core.jobs.worker" in command and b"--standby" in command
 
 
-def ensure(store: RunStore) -> int | None:
+def ensure(store: RunStore, detached_s: float | None = None) -> int | None:
     """The pid of a live standby for this store (warming or ready), starting one if there is none.
 
     None when standbys are off (CONTRASTLAB_STANDBY_S=0, as in the tests), or when none waits while a run
     is active: a new one would take CPU from that run for its imports; the page asks again afterwards.
     Cheap: a directory listing and one query. Two sessions calling at once may start two; one times out.
+    `detached_s`: a standby for the next CLI call, which does not leave with this process and waits at most that
+    long (a server's standby leaves with the server).
     """
     if idle_s() <= 0:
         return None
@@ -88,9 +91,11 @@ def ensure(store: RunStore) -> int | None:
         return next(iter(existing))
     if store.any_active():
         return None
-    pid = spawn(store, ["--standby"], folder(store) / "standby.log")
+    wait = [] if detached_s is None else ["--idle-s", str(min(detached_s, idle_s()))]
+    pid = spawn(store, ["--standby", *wait], folder(store) / "standby.log")
     tmp = folder(store) / f".{pid}.warming.tmp"  # whole or not at all: the standby reads it as it may appear
-    tmp.write_text(str(os.getpid()), encoding="utf-8")  # the standby's parent, which it leaves with
+    # the standby's parent, which it leaves with; none recorded for a detached one
+    tmp.write_text("" if detached_s is not None else str(os.getpid()), encoding="utf-8")
     tmp.rename(folder(store) / f"{pid}.warming")
     return pid
 
@@ -121,9 +126,9 @@ def hand_over(store: RunStore, run_id: str) -> int | None:
     return None
 
 
-def serve(store: RunStore) -> str | None:
-    """The body of a standby process: import, say ready, wait for a run id; None when none came in time (or
-    the standby was stopped)."""
+def serve(store: RunStore, wait_s: float | None = None) -> str | None:
+    """The body of a standby process: import, say ready, wait for a run id (idle_s(), or `wait_s` when given);
+    None when none came in time (or the standby was stopped)."""
     pid, where = os.getpid(), folder(store)
     marker = {state: where / f"{pid}.{state}" for state in ("warming", "ready", "taken", "gone", "run")}
     _leave_with_parent(marker)
@@ -135,7 +140,7 @@ def serve(store: RunStore) -> str | None:
         except FileNotFoundError:  # handed a run while importing (taken), else stopped: nothing to wait for
             if not marker["taken"].exists():
                 return None
-        deadline = time.monotonic() + idle_s()
+        deadline = time.monotonic() + (idle_s() if wait_s is None else wait_s)
         while not marker["run"].exists():
             if time.monotonic() > deadline:
                 if _retire(marker):
@@ -173,8 +178,9 @@ def _leave_with_parent(marker: dict[str, Path]) -> None:
 
 
 def _recorded_parent(marker: dict[str, Path]) -> int | None:
-    """The pid `ensure` recorded in this standby's marker; None while there is none (not written yet, or never: the
-    parent died first, and then the standby finds no marker after its imports and exits)."""
+    """The pid `ensure` recorded in this standby's marker; None while there is none (not written yet; never for a
+    detached standby; or never because the parent died first, and then the standby finds no marker after its
+    imports and exits)."""
     for state in ("warming", "ready", "taken", "gone"):
         try:
             return int(marker[state].read_text(encoding="utf-8"))

@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", help="run store root (the folder holding runs.sqlite)")
     parser.add_argument("run_id", nargs="?", help="the run to execute")
     parser.add_argument("--standby", action="store_true", help="import first, then wait for a run (core.jobs.standby)")
+    parser.add_argument("--idle-s", type=float, help="with --standby: wait at most this many seconds for a run")
     args = parser.parse_args(argv)
     if bool(args.run_id) == args.standby:
         parser.error("give either a RUN_ID or --standby")
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.standby:
         print(f"[worker] pid {os.getpid()} on standby", flush=True)
         try:
-            run_id = standby.serve(store)
+            run_id = standby.serve(store, args.idle_s)
         except KeyboardInterrupt:
             return 0
         if run_id is None:
