@@ -14,6 +14,19 @@ from core.models import threads
 from core.models.encode import SIZED_BATCHES, encode
 
 
+def _record_threads(monkeypatch, owner, name: str) -> list[int]:
+    """torch's thread count each time owner.name (a function or method) runs, in order."""
+    seen: list[int] = []
+    real = getattr(owner, name)
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recording)
+    return seen
+
+
 @pytest.fixture
 def two_cores(monkeypatch):
     """A 2-core machine whose cores' use the test sets."""
@@ -62,14 +75,7 @@ def test_threads_follow_the_free_cores_and_are_given_back(two_cores):
 
 def test_an_in_process_encode_runs_on_the_free_cores(two_cores, tiny_model, monkeypatch):
     monkeypatch.setenv("CONTRASTLAB_ENCODE_WORKERS", "0")
-    seen: list[int] = []
-    real = encode_module.encode_batch
-
-    def recording(*args, **kwargs):
-        seen.append(torch.get_num_threads())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(encode_module, "encode_batch", recording)
+    seen = _record_threads(monkeypatch, encode_module, "encode_batch")
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -89,14 +95,7 @@ def test_training_on_the_cpu_runs_on_the_free_cores(two_cores, tiny_model_dir, c
 
     from tests.conftest import train_tiny_run
 
-    seen: list[int] = []
-    real = transformers.Trainer.training_step
-
-    def recording(self, *args, **kwargs):
-        seen.append(torch.get_num_threads())
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(transformers.Trainer, "training_step", recording)
+    seen = _record_threads(monkeypatch, transformers.Trainer, "training_step")
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -111,14 +110,7 @@ def test_caching_the_frozen_layers_runs_on_the_free_cores(two_cores, tiny_model,
     """The quick point's first phase ran at 36 texts/s beside other work (issue 32): its own in-process pass."""
     from core.training import top_layers
 
-    seen: list[int] = []
-    real = top_layers.TopLayers.lower
-
-    def recording(self, *args, **kwargs):
-        seen.append(torch.get_num_threads())
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(top_layers.TopLayers, "lower", recording)
+    seen = _record_threads(monkeypatch, top_layers.TopLayers, "lower")
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
