@@ -67,13 +67,11 @@ def original_names(run: Run) -> dict[str, str]:
     return {"corpus": given_file_name(run.corpus_name, run.config["corpus"])} if run.config.get("corpus") else {}
 
 
-def write_config(config: dict, dest: Path, json_too: bool = True, names: dict[str, str] | None = None) -> list[Path]:
-    """config.yaml (and config.json) in `dest`: the run config made portable, its files named by name and content
-    (core.training.config.portable; `names`: original_names). No config.json inside a model folder: that name is the
-    transformer's config."""
+def write_config(config: dict, dest: Path, json_too: bool = True) -> list[Path]:
+    """config.yaml (and config.json) in `dest`: a portable run config (core.training.config.portable, its files
+    named by name and content). No config.json inside a model folder: that name is the transformer's config."""
     import yaml
 
-    config = portable(config, names)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     if not json_too:
@@ -149,9 +147,9 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
         try:
             shutil.copytree(model_dir, staging / "model")
             (staging / "model" / RUN_CONFIG).unlink(missing_ok=True)  # its paths stay on this machine
-            names = original_names(run)
-            write_config(run.config, staging / "model", json_too=False, names=names)  # beside the card, which names it
-            write_config(run.config, staging, names=names)
+            shared = portable(run.config, original_names(run))  # reads the corpus's content once, for both copies
+            write_config(shared, staging / "model", json_too=False)  # beside the card, which names it
+            write_config(shared, staging)
             if embeddings:
                 cfg = run.config
                 corpus = load_any(cfg["corpus"], **corpus_options(cfg))

@@ -83,11 +83,11 @@ class TensorBoard:
     """Scalars under <home>/tensorboard/<run id>: train/loss, eval/<figure> over steps, before/ and after/ figures
     with their interval bounds; the settings and tags as text."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, params: dict[str, str]) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(tensorboard_dir(run.id)))
-        table = "\n".join(f"| {key} | {value} |" for key, value in run_params(run).items())
+        table = "\n".join(f"| {key} | {value} |" for key, value in params.items())
         self.writer.add_text("contrastlab/settings", "| setting | value |\n|---|---|\n" + table)
 
     def losses(self, points: list[tuple[int, float]]) -> None:
@@ -116,7 +116,7 @@ class MLflow:
     contrastlab.run_id; params = the run's settings; metrics train_loss, eval_<figure>, before_/after_<figure>
     and their _ci_low / _ci_high."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, params: dict[str, str]) -> None:
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
@@ -133,9 +133,9 @@ class MLflow:
         label = run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}")
         self.run_id = self.client.create_run(experiment_id, run_name=label,
                                              tags={"contrastlab.run_id": run.id}).info.run_id
-        params = [Param(key, value) for key, value in run_params(run).items()]
-        for start in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
-            self.client.log_batch(self.run_id, params=params[start:start + 100])
+        listed = [Param(key, value) for key, value in params.items()]
+        for start in range(0, len(listed), 100):  # MLflow takes at most 100 params a batch
+            self.client.log_batch(self.run_id, params=listed[start:start + 100])
 
     def _log(self, values: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
@@ -172,9 +172,10 @@ class Trackers:
         self.log = log
         self.open: dict[str, TensorBoard | MLflow] = {}
         self.last_step = 0
+        params = run_params(run)  # reads the corpus's content: once, for every tracker
         for name in targets(run.config.get("report_to")):
             try:
-                self.open[name] = (TensorBoard if name == "tensorboard" else MLflow)(run)
+                self.open[name] = (TensorBoard if name == "tensorboard" else MLflow)(run, params)
             except Exception as exc:  # noqa: BLE001 - any failure to reach a tracker is the user's to fix
                 where = mlflow_uri() if name == "mlflow" else tensorboard_dir(run.id)
                 raise UserError(f"Could not report to {name} at {where} ({type(exc).__name__}: "

@@ -351,7 +351,8 @@ def _difference(path: Path, content: Content | None, sha: str | None) -> str:
     try:
         if content is not None:
             return Content.of_file(path).difference(content)
-        return "" if sha is None or file_sha256(path) == sha else f"its sha256 is {file_sha256(path)}, not {sha}"
+        got = sha and file_sha256(path)
+        return "" if got == sha else f"its sha256 is {got}, not {sha}"
     except (UserError, OSError):
         return "it cannot be read"
 
