@@ -1,12 +1,13 @@
 """Encoding throughput and neighbour search.
 
-1. core.models.encode.encode vs plain SentenceTransformer.encode (torch's own threads) on the same texts, batch 64:
-   texts/s of encode with its worker pool as the policy decides (core.models.encode_pool; aim ours / theirs >= 1.5
-   on 2 cores) and of encode in-process (CONTRASTLAB_ENCODE_WORKERS=0; aim >= 0.95: our extra outputs must not cost
-   throughput). The pool's start-up (workers started, imports, the model shipped) is timed apart and not counted.
+1. core.models.encode.encode vs plain SentenceTransformer.encode (torch's own threads) on the same texts, batch 64,
+   in texts/s, each of our engines forced in turn: ONNX Runtime (core.models.engine, CONTRASTLAB_ENGINE=onnx; its
+   graph's export and check are timed apart, not counted), torch's worker pool as the policy decides
+   (core.models.encode_pool; aim ours / theirs >= 1.5 on 2 cores) and torch in-process (CONTRASTLAB_ENCODE_WORKERS=0;
+   aim >= 0.95: our extra outputs must not cost throughput). The pool's start-up is timed apart and not counted.
 2. The same arms on a busy machine (CPU): a process spinning on each usable core beside them, as a laptop's browser
-   and a second run would. In-process, ours uses one torch thread per free core (core.models.threads); torch's own
-   threads collapse when oversubscribed (aim: ours(in-process) / theirs >= 1.5 busy).
+   and a second run would. In-process, ours uses one thread per free core (core.models.threads); torch's own
+   threads collapse when oversubscribed (aim: ours / theirs >= 1.5 busy).
 3. core.evaluation.metrics.knn_accuracy (FAISS) vs a vectorised numpy brute-force kNN with the same vote rule on the
    same embeddings: time ratio and equal accuracy.
 """
@@ -59,19 +60,18 @@ def numpy_knn_accuracy(train: np.ndarray, train_labels: np.ndarray, test: np.nda
 
 
 @contextmanager
-def encode_workers(value: str) -> Iterator[None]:
-    """CONTRASTLAB_ENCODE_WORKERS set to `value` for the block (0: encode in-process), then as it was."""
-    from core.models.encode_pool import ENV
-
-    previous = os.environ.get(ENV)
-    os.environ[ENV] = value
+def environment(**values: str) -> Iterator[None]:
+    """Environment variables set for the block, then as they were: an arm's engine and worker count."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop(ENV)
-        else:
-            os.environ[ENV] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
 
 
 def _spin(stop) -> None:
@@ -101,7 +101,9 @@ def run(opts: Options) -> None:
 
     from core.evaluation.metrics import knn_accuracy
     from core.models.encode import encode
+    from core.models.encode_pool import ENV as WORKERS
     from core.models.encode_pool import pool_size
+    from core.models.engine import ENV as ENGINE
 
     set_seeds()
     gpu = opts.device != "cpu"
@@ -111,28 +113,36 @@ def run(opts: Options) -> None:
     labels = np.asarray(labels)
     model = load_minilm(opts.device)
 
-    def in_process(chunk: list[str]) -> np.ndarray:
-        with encode_workers("0"):
-            return encode(model, chunk, batch_size=BATCH).embeddings
+    def ours(**settings: str):
+        def arm(chunk: list[str]) -> np.ndarray:
+            with environment(**settings):
+                return encode(model, chunk, batch_size=BATCH).embeddings
+
+        return arm
 
     # The pool's start-up, not counted: the first encode the policy sends to it starts the workers, ships the model.
-    # On a GPU the policy never starts a pool, so the in-process arm would time the same code twice: left out.
+    # On a GPU neither the pool nor ONNX Runtime runs, so those arms would time the same code again: left out.
     workers = pool_size(model, -(-CHUNK // BATCH))
     t0 = time.perf_counter()
-    encode(model, texts[:CHUNK], batch_size=BATCH)
+    ours(**{ENGINE: "torch"})(texts[:CHUNK])
     started = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ours(**{ENGINE: "onnx"})(texts[:BATCH])  # exports the model's graph and checks it against torch
+    exported = time.perf_counter() - t0
     # Chunks of 8 batches, each encoded by every arm in turn (A B C, C B A, ...); each arm sorts by length.
     chunks = [texts[i : i + CHUNK] for i in range(0, n, CHUNK)]
-    arms = {"pool": lambda c: encode(model, c, batch_size=BATCH).embeddings,
+    arms = {"pool": ours(**{ENGINE: "torch"}),
             "theirs": lambda c: model.encode(c, batch_size=BATCH, show_progress_bar=False, convert_to_numpy=True)}
     if not gpu:
-        arms["in-process"] = in_process
+        arms["in-process"] = ours(**{ENGINE: "torch", WORKERS: "0"})
+        arms["onnx"] = ours(**{ENGINE: "onnx"})
     t, runs, outs = paired(arms, chunks, repeats=repeats, warmup=texts[:BATCH], budget_s=120 if opts.quick else 420)
     emb = {name: np.concatenate(parts) for name, parts in outs.items()}
     diff = {name: float(np.abs(emb[name] - emb["theirs"]).max()) for name in arms if name != "theirs"}
     threads = torch.get_num_threads()
     where = torch.cuda.get_device_name() if gpu else "CPU"
-    header("throughput: core.models.encode.encode (worker pool; in-process) vs SentenceTransformer.encode",
+    header("throughput: core.models.encode.encode (ONNX Runtime; torch's worker pool; torch in-process) vs "
+           "SentenceTransformer.encode",
            f"all-MiniLM-L6-v2, {n} SST-2 texts, batch {BATCH}, {where}; arms alternate every {CHUNK} texts; "
            f"median of {len(runs['pool'])} repeats, {load_note()}")
     if gpu:
@@ -144,14 +154,18 @@ def run(opts: Options) -> None:
     else:
         pool_note = (f"1 torch thread each; start-up {started:.1f} s (start, imports, model shipped), not counted"
                      if workers else "the policy chose in-process")
-        line(f"ours, pool of {workers} workers", f"{n / t['pool']:.0f} texts/s  ({t['pool']:.2f} s; {pool_note})")
-        line(f"ours, in-process ({threads} threads)",
+        line("ours, ONNX Runtime (free cores)",
+             f"{n / t['onnx']:.0f} texts/s  ({t['onnx']:.2f} s; export and check {exported:.1f} s, not counted)")
+        line(f"ours, torch pool of {workers} workers", f"{n / t['pool']:.0f} texts/s  ({t['pool']:.2f} s; {pool_note})")
+        line(f"ours, torch in-process ({threads} threads)",
              f"{n / t['in-process']:.0f} texts/s  ({t['in-process']:.2f} s)")
         line(f"SentenceTransformer.encode ({threads} thr.)", f"{n / t['theirs']:.0f} texts/s  ({t['theirs']:.2f} s)")
         line("all repeats (s, in order)", runs_note(runs))
+        line("ratio ours(ONNX Runtime) / theirs", ratio(t["theirs"], t["onnx"]))
         line("ratio ours(pool) / theirs", f"{ratio(t['theirs'], t['pool'])}  (aim >= 1.5)")
         line("ratio ours(in-process) / theirs", f"{ratio(t['theirs'], t['in-process'])}  (aim >= 0.95)")
-    line("same embeddings", "; ".join(f"{name} {'yes' if d < 1e-4 else 'NO'} (max |diff| {d:.1e})"
+        line("ratio ONNX Runtime / torch in-process", ratio(t["in-process"], t["onnx"]))
+    line("same embeddings", "; ".join(f"{name} {'yes' if d < 1e-5 else 'NO'} (max |diff| {d:.1e})"
                                       for name, d in diff.items()))
     if not gpu:
         from core.models.encode_pool import usable_cores
@@ -164,11 +178,14 @@ def run(opts: Options) -> None:
         print()
         header("throughput on a busy machine: the same arms beside a process spinning on each usable core",
                f"{busy} spinning processes, {n} texts, median of {len(busy_runs['pool'])} repeats, {note}")
-        for name, label in (("pool", f"ours, pool of {workers} workers"), ("in-process", "ours, in-process (free cores)"),
+        for name, label in (("onnx", "ours, ONNX Runtime (free cores)"), ("pool", f"ours, pool of {workers} workers"),
+                            ("in-process", "ours, in-process (free cores)"),
                             ("theirs", f"SentenceTransformer.encode ({threads} thr.)")):
             line(label, f"{n / tb[name]:.0f} texts/s  ({tb[name]:.2f} s; {t[name] / tb[name]:.2f} of quiet)")
+        line("ratio ours(ONNX Runtime) / theirs", f"{ratio(tb['theirs'], tb['onnx'])}  (aim >= 1.5)")
         line("ratio ours(pool) / theirs", ratio(tb["theirs"], tb["pool"]))
         line("ratio ours(in-process) / theirs", f"{ratio(tb['theirs'], tb['in-process'])}  (aim >= 1.5)")
+        line("ratio ONNX Runtime / torch in-process", ratio(tb["in-process"], tb["onnx"]))
 
     # kNN on those embeddings: the validation rows (first in `texts`) are the queries, the rest the base.
     x = emb["pool"]

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from sentence_transformers.util import batch_to_device
 
-from core.models import encode_pool
+from core.models import encode_pool, engine
 from core.models.loading import model_fingerprint
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, streamed_array
@@ -22,6 +22,7 @@ from core.storage import embeddings_entry, load_array, streamed_array
 Progress = Callable[[int, int], None]
 OVERLONG_CHUNK = 4096  # texts per tokenizer call in count_overlong
 SIZED_BATCHES = 4  # an in-process CPU encode this long samples the free cores first (0.1 s) to size torch's threads
+PROBE = 8  # texts from each end of an encode's length order that check a new ONNX graph against torch
 Target = Callable[[str, tuple[int, ...]], np.ndarray]  # ("pooled" or "layers", shape) -> array
 
 
@@ -97,11 +98,6 @@ def _forward(model, texts: Sequence[str], layers: bool, attentions: bool) -> tup
     return features, outputs[-1]
 
 
-def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-
-
 @torch.inference_mode()
 def encode_batch(model, texts: Sequence[str], layers: bool, attentions: bool = False) -> Batch:
     """One batch through the model, as numpy: encode's unit of work, run in this process or in a pool worker."""
@@ -109,7 +105,7 @@ def encode_batch(model, texts: Sequence[str], layers: bool, attentions: bool = F
     mask = feats["attention_mask"]
     batch = Batch(pooled=feats["sentence_embedding"].float().cpu().numpy())
     if layers:
-        batch.layers = torch.stack([_mean_pool(h, mask) for h in out.hidden_states]).float().cpu().numpy()
+        batch.layers = torch.stack([engine.mean_pool(h, mask) for h in out.hidden_states]).float().cpu().numpy()
     if attentions:
         last = out.attentions[-1].float().cpu()
         lengths = [int(m.sum()) for m in mask]
@@ -117,6 +113,33 @@ def encode_batch(model, texts: Sequence[str], layers: bool, attentions: bool = F
         batch.tokens = [model.tokenizer.convert_ids_to_tokens(ids[:length].tolist())
                         for ids, length in zip(feats["input_ids"], lengths)]
     return batch
+
+
+@torch.inference_mode()
+def graph_batch(model, graph: engine.Graph, texts: Sequence[str], layers: bool) -> Batch:
+    """One batch through the model's ONNX graph (core.models.engine), the modules after the transformer in torch."""
+    features = model.preprocess(list(texts))
+    last, means = graph.run(features)
+    features["token_embeddings"] = torch.from_numpy(last)
+    for module in list(model)[1:]:
+        features = module(features)
+    return Batch(pooled=features["sentence_embedding"].float().cpu().numpy(), layers=means if layers else None)
+
+
+def _encoder_graph(model, texts: list[str], order: np.ndarray, fingerprint: str | None, attentions: bool
+                   ) -> engine.Graph | None:
+    """The model's ONNX graph for this encode, or None for torch; a new graph is checked on the encode's PROBE longest
+    and PROBE shortest texts (truncation and padding both)."""
+    if not engine.applies(model, attentions):
+        return None
+    probe = [texts[i] for i in dict.fromkeys([*order[:PROBE], *order[-PROBE:]])]
+
+    def verify(graph: engine.Graph) -> float:
+        reference, ours = encode_batch(model, probe, True), graph_batch(model, graph, probe, True)
+        return max(float(np.abs(reference.pooled - ours.pooled).max()),
+                   float(np.abs(reference.layers - ours.layers).max()))
+
+    return engine.encoder_graph(model, fingerprint, len(texts), verify)
 
 
 def _in_memory(_kind: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -134,12 +157,14 @@ def encode(
     attentions: bool = False,
     progress: Progress | None = None,
     into: Target = _in_memory,
+    fingerprint: str | None = None,
 ) -> Encoded:
     """Encode texts longest-first (less padding per batch), each batch written straight to its rows of the outputs.
 
     into(kind, shape) gives the array the "pooled" or "layers" output is written to, asked once the first batch shows
     its shape: a new array by default, a cache entry's memmap in encode_cached, so a long encode streams to disk
     instead of holding its batches and then their concatenation in memory, and progress counts written rows.
+    `fingerprint` (the model's, when the caller has it) names the model's ONNX graph.
     """
     texts = list(texts)
     n = len(texts)
@@ -173,7 +198,13 @@ def encode(
             progress(done, n)
 
     try:
-        # On CPU, worker processes of one thread each (core.models.encode_pool) when its policy says so.
+        # ONNX Runtime where the model's graph reproduces torch (core.models.engine); else on CPU, worker processes
+        # of one thread each (core.models.encode_pool) when its policy says so; else torch in this process.
+        graph = _encoder_graph(model, texts, order, fingerprint, attentions)
+        if graph is not None:
+            for rows in batches:
+                write(rows, graph_batch(model, graph, [texts[i] for i in rows], layers))
+            return Encoded(embeddings=pooled, layers=per_layer)
         pool = encode_pool.pool_for(model, len(batches), attentions)
         if pool is None or not pool.run(model, texts, batches, encode_batch, (layers,), write):
             sized = model.device.type == "cpu" and len(batches) >= SIZED_BATCHES
@@ -239,5 +270,5 @@ def encode_cached(
             return streams.enter_context(streamed_array(entry, shape)) if entry else _in_memory(output, shape)
 
         result = encode(model, texts, batch_size=batch_size, layers="layers" in entries, progress=progress,
-                        into=into)
+                        into=into, fingerprint=fingerprint)
     return np.array(result.layers if layers else result.embeddings)  # a copy: the caller must not write the entry

@@ -22,6 +22,7 @@ import torch
 from transformers.modeling_outputs import BaseModelOutput
 
 from core.errors import UserError
+from core.models import engine
 from core.models.loading import model_fingerprint
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, save_array
@@ -30,6 +31,7 @@ from core.storage import embeddings_entry, load_array, save_array
 # DistilBERT (another layout) do not, and train all layers in quick mode.
 SUPPORTED = ("bert", "roberta", "xlm-roberta", "electra")
 BATCH = 64
+PROBE = 8  # texts from each end of the length order that check a new ONNX graph against torch
 
 Progress = Callable[[int, int], None]
 
@@ -138,7 +140,7 @@ def prefill(view: TopLayers, model, texts: Sequence[str], progress: Progress | N
     tokens = load_array(tokens_path, (None, 2)) if states is not None else None
     if tokens is None or len(tokens) != len(states):
         with threads_for_free_cores() if model.device.type == "cpu" else nullcontext():  # beside others' work
-            tokens, states = _compute(view, model, texts, progress)
+            tokens, states = _compute(view, model, fingerprint, texts, progress)
         save_array(states_path, states)
         save_array(tokens_path, tokens)  # written last: its presence means both are complete
     bounds = np.flatnonzero(np.diff(tokens[:, 0])) + 1
@@ -146,16 +148,51 @@ def prefill(view: TopLayers, model, texts: Sequence[str], progress: Progress | N
         view.states[_key(ids)] = torch.from_numpy(row_states)
 
 
-def _compute(view: TopLayers, model, texts: list[str], progress: Progress | None) -> tuple[np.ndarray, np.ndarray]:
+Lower = Callable[[dict[str, torch.Tensor]], list[torch.Tensor]]  # tokenized batch -> (length, hidden) per row
+
+
+def _torch_lower(view: TopLayers, model) -> Lower:
+    def lower(features: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        types = features.get("token_type_ids")
+        return view.lower(features["input_ids"].to(model.device), features["attention_mask"].to(model.device),
+                          None if types is None else types.to(model.device))
+
+    return lower
+
+
+def _lower(view: TopLayers, model, fingerprint: str, texts: list[str], order: np.ndarray) -> Lower:
+    """The frozen layers' pass: the model's ONNX graph up to the split (core.models.engine) where it reproduces
+    torch on the PROBE longest and shortest texts, else torch."""
+    in_torch = _torch_lower(view, model)
+    if not engine.applies(model):
+        return in_torch
+
+    def in_graph(graph: engine.Graph) -> Lower:
+        def lower(features: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+            hidden = torch.from_numpy(graph.run(features)[0])
+            return [hidden[row, :length] for row, length in enumerate(features["attention_mask"].sum(1).tolist())]
+
+        return lower
+
+    def verify(graph: engine.Graph) -> float:
+        features = model.preprocess([texts[i] for i in dict.fromkeys([*order[:PROBE], *order[-PROBE:]])])
+        return max(float((a - b).abs().max()) for a, b in zip(in_torch(features), in_graph(graph)(features)))
+
+    graph = engine.below_graph(model, fingerprint, view.split, len(texts), verify)
+    return in_torch if graph is None else in_graph(graph)
+
+
+def _compute(view: TopLayers, model, fingerprint: str, texts: list[str], progress: Progress | None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, states): for every token of every text, [text index, token id] and its hidden state."""
     order = np.argsort([-len(t) for t in texts], kind="stable")
+    lower_states = _lower(view, model, fingerprint, texts, order)
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for start in range(0, len(texts), BATCH):
         rows = order[start : start + BATCH]
         features = model.preprocess([texts[i] for i in rows])
-        ids, mask = features["input_ids"].to(model.device), features["attention_mask"].to(model.device)
-        types = features.get("token_type_ids")
-        lower = view.lower(ids, mask, None if types is None else types.to(model.device))
+        ids = features["input_ids"]
+        lower = lower_states(features)
         for position, (row, state) in enumerate(zip(rows, lower)):
             found[int(row)] = (ids[position, : len(state)].cpu().numpy(), state.numpy())
         if progress:
