@@ -18,6 +18,7 @@ scikit-learn or torch, and `python -m core runs` or a bad flag should answer at 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -60,6 +61,18 @@ def _sigterm_interrupts() -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
+def finite_json(value: object) -> object:
+    """`value` with every non-finite float (an interval of one target, a correlation of constant scores) as None:
+    JSON has no NaN or Infinity, and `json.dumps` would print them bare, which no strict reader accepts."""
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     setup_offline()
     args = build_parser().parse_args(argv)
@@ -81,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         restore_sigterm()
     try:
         if args.json:
-            print(json.dumps(result))
+            print(json.dumps(finite_json(result), allow_nan=False))
         else:
             show(result)
         sys.stdout.flush()
