@@ -103,6 +103,28 @@ def test_bad_config_file_exits_2(text, words, corpus, tiny_model_dir, tmp_path, 
     refused(capsys, ["train", "--config", str(path)], str(path), *words)
 
 
+@pytest.mark.parametrize("name,text,words", [
+    ("twice.yaml", "lr: 0.1\nlr: 0.2\n", ["'lr' is given twice", "line 4"]),
+    ("nested.yaml", "report_to: none\nreport_to: mlflow\n", ["'report_to' is given twice"]),
+    ("twice.json", None, ["'lr' is given twice"]),
+])
+def test_a_config_that_gives_a_key_twice_exits_2(name, text, words, corpus, tiny_model_dir, tmp_path, capsys):
+    """A key given twice kept its last value in silence (issue 33); a YAML merge key (<<) may still be overridden."""
+    path = tmp_path / name
+    if text is None:
+        path.write_text(f'{{"corpus": "{corpus}", "model": "{tiny_model_dir}", "lr": 0.1, "lr": 0.2}}')
+    else:
+        path.write_text(f"corpus: {corpus}\nmodel: {tiny_model_dir}\n{text}", encoding="utf-8")
+    refused(capsys, ["train", "--config", str(path)], str(path), *words)
+
+
+def test_a_yaml_merge_key_may_be_overridden(corpus, tiny_model_dir, tmp_path):
+    path = tmp_path / "merged.yaml"
+    path.write_text(f"<<: {{lr: 0.1, seed: 3}}\ncorpus: {corpus}\nmodel: {tiny_model_dir}\nlr: 0.2\n")
+    config = TrainConfig.from_file(path)
+    assert config.lr == 0.2 and config.seed == 3
+
+
 @pytest.mark.parametrize("name,text", [("list.yaml", "- a\n- b\n"), ("empty.yaml", ""), ("list.json", "[1]"),
                                        ("deep.json", "[" * 100_000 + "]" * 100_000), ("nan.json", '{"lr": NaN}')])
 def test_config_that_is_not_a_mapping_of_settings_exits_2(name, text, tmp_path, capsys):

@@ -490,7 +490,8 @@ class TrainConfig:
         text = None
         try:
             text = path.read_text(encoding="utf-8")
-            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+            data = (json.loads(text, object_pairs_hook=_unique_json_keys) if path.suffix == ".json"
+                    else yaml.load(text, Loader=_unique_key_loader()))
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -510,3 +511,38 @@ class TrainConfig:
             return cls.from_dict(data)
         except UserError as exc:
             raise UserError(f"Config {path}: {exc}") from exc
+
+
+def _unique_json_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are all different: a key given twice would silently keep its last value."""
+    found: dict = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {shorten(key)} is given twice")
+        found[key] = value
+    return found
+
+
+def _unique_key_loader():
+    """PyYAML's safe loader refusing a mapping that gives a key twice (it would keep the last value in silence)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: set = set()
+                for key_node, _value in node.value:  # the mapping's own keys: a merged (<<) key may be overridden
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=deep)
+                    try:
+                        repeated = key in seen
+                    except TypeError:  # an unhashable key: the library's own error says so below
+                        break
+                    if repeated:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"the key {shorten(str(key))} is given twice", key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
