@@ -277,6 +277,35 @@ def test_export_into_an_existing_file_exits_2(done_run, tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("out", ["", "  "])
+def test_export_to_an_empty_folder_name_exits_2_and_writes_nothing(out, done_run, tmp_path, monkeypatch, capsys):
+    """`--out ""` exported into the current folder (issue 33)."""
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    assert main(["export", done_run, "--out", out, "--no-embeddings"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "output folder is empty" in err, err
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_an_export_that_loses_the_race_to_another_says_the_target_exists(done_run, tmp_path, monkeypatch, capsys):
+    """Two exports of one run into one folder at once: the loser said "Directory not empty" about its hidden temp
+    folder (issue 33); it names the target, which the winner wrote, and leaves no temp folder."""
+    out = tmp_path / "out"
+    real_rename = Path.rename
+
+    def winner_first(self, target):
+        Path(target).mkdir()
+        (Path(target) / "model").mkdir()  # what the other export renamed into place a moment earlier
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", winner_first)
+    assert main(["export", done_run, "--out", str(out), "--no-embeddings"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already exists" in err and ".tmp" not in err, err
+    assert [p.name for p in out.iterdir()] == [p.name for p in out.iterdir() if not p.name.startswith(".")]
+
+
 @pytest.mark.parametrize("where,code", [("tempfile.mkdtemp", errno.EACCES), ("shutil.copytree", errno.ENOSPC),
                                         ("shutil.make_archive", errno.ENOSPC)])
 def test_export_into_a_read_only_or_full_folder_exits_2(where, code, done_run, tmp_path, monkeypatch, capsys):

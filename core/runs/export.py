@@ -132,6 +132,8 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
 def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bool = True, progress=None) -> dict:
     """Write everything into out_dir/<safe name>/ via a temp folder renamed at the end; returns the paths. A folder
     that cannot be written (a file, no permission, a full disk) is one UserError and leaves nothing behind."""
+    if not str(out_dir).strip():  # Path("") is the current folder: an empty --out would export there unasked
+        raise UserError("The output folder is empty; name a folder to export into (it is created if missing).")
     model_dir = finished_model(store, run_id)
     run = store.get(run_id)
     out_dir = Path(out_dir)
@@ -139,8 +141,9 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
         raise UserError(f"{out_dir} is a file; name a folder to export into (it is created if missing).")
     name = export_name(run)
     final = out_dir / name
+    exists = f"{final} already exists; choose another output folder or remove it."
     if final.exists():
-        raise UserError(f"{final} already exists; choose another output folder or remove it.")
+        raise UserError(exists)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir))
@@ -155,7 +158,12 @@ def export_run(store: RunStore, run_id: str, out_dir: str | Path, embeddings: bo
                 corpus = load_any(cfg["corpus"], **corpus_options(cfg))
                 write_embeddings(load_model(str(model_dir), "cpu"), corpus, staging, progress)
             shutil.make_archive(str(staging / "model"), "zip", root_dir=staging, base_dir="model")
-            staging.rename(final)
+            try:
+                staging.rename(final)
+            except OSError as exc:  # another export of this run into this folder finished first
+                if final.exists():
+                    raise UserError(exists) from exc
+                raise
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
