@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.evaluation.headline import HEADLINE
 from core.runs.labels import knob_value, shown_text
-from core.runs.store import RunStore
+from core.runs.store import DAMAGED, RunStore
 
 
 def cmd_runs(args) -> dict:
@@ -36,7 +36,8 @@ def print_runs(r: dict) -> None:
         scores = _headline_text(c.get("after") or {})
         print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
               f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}"
-              + (f"  {c['settings']}" if c.get("settings") else ""))
+              + (f"  {c['settings']}" if c.get("settings") else "")
+              + (f"  [{c['error']}]" if str(c.get("error") or "").startswith(DAMAGED) else ""))
 
 
 def print_export(r: dict) -> None:

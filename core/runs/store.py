@@ -177,6 +177,26 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+DAMAGED = "damaged record"  # how a run whose stored JSON cannot be read is described (Run.error)
+_SHAPES: dict[str, tuple[type, ...]] = {  # what each JSON column holds, and what it reads as when it cannot be read
+    "config": (dict,), "progress": (dict,), "metrics_before": (dict, type(None)), "metrics_after": (dict, type(None)),
+    "artefacts": (dict,), "tags": (list,), "point": (dict,)}
+
+
+def _read(text: str | None, column: str, damaged: list[str]) -> Any:
+    """A JSON column's value, or its empty value with the column added to `damaged` when the text is not JSON of
+    the column's shape (edited by hand, a torn write): one bad row must not stop every listing."""
+    shapes = _SHAPES[column]
+    try:
+        value = _loads(text)
+    except (ValueError, RecursionError):
+        value = damaged  # not of any column's shape
+    if isinstance(value, shapes):
+        return value
+    damaged.append(column)
+    return shapes[0]()
+
+
 def clean_note(note: object) -> str:
     """A run's note as stored: text with surrounding whitespace trimmed, at most NOTE_MAX characters (a longer one is
     refused, not cut, so nothing the user wrote is silently lost)."""
@@ -409,20 +429,29 @@ class RunStore:
             for r in con.execute(f"SELECT * FROM losses WHERE run_id IN ({subquery}) ORDER BY step, rowid", params):
                 losses.setdefault(r["run_id"], []).append(_loss_point(r))
         history: dict[str, list[dict]] = {}
+        damaged: dict[str, list[str]] = {}
         for r in con.execute(f"SELECT * FROM history WHERE run_id IN ({subquery}) ORDER BY rowid", params):
-            history.setdefault(r["run_id"], []).append(_loads(r["point"]))
-        return [
-            Run(
-                id=row["id"], kind=row["kind"], status=row["status"], created=row["created"],
-                started=row["started"], finished=row["finished"], config=_loads(row["config"]),
-                progress=_loads(row["progress"]), metrics_before=_loads(row["metrics_before"]),
-                metrics_after=_loads(row["metrics_after"]), history=history.get(row["id"], []),
-                losses=losses.get(row["id"], []), artefacts=_loads(row["artefacts"]), error=row["error"],
-                pid=row["pid"], sweep_id=row["sweep_id"], cancel_requested=bool(row["cancel_requested"]),
-                note=row["note"], tags=_loads(row["tags"]), corpus_name=row["corpus_name"],
-            )
-            for row in rows
-        ]
+            bad = damaged.setdefault(r["run_id"], [])
+            known = len(bad)
+            point = _read(r["point"], "point", bad)
+            if len(bad) == known:  # a point that cannot be read is left out of the curve
+                history.setdefault(r["run_id"], []).append(point)
+        return [RunStore._run(row, history.get(row["id"], []), losses.get(row["id"], []),
+                              damaged.get(row["id"], [])) for row in rows]
+
+    @staticmethod
+    def _run(row: sqlite3.Row, history: list[dict], losses: list[dict], damaged: list[str]) -> Run:
+        """A row as a Run; JSON that cannot be read leaves its field empty and says so in `error` (DAMAGED)."""
+        values = {column: _read(row[column], column, damaged)
+                  for column in ("config", "progress", "metrics_before", "metrics_after", "artefacts", "tags")}
+        error = row["error"]
+        if damaged:
+            what = ", ".join(dict.fromkeys("history" if column == "point" else column for column in damaged))
+            error = f"{DAMAGED}: its stored {what} could not be read" + (f"; {error}" if error else "")
+        return Run(id=row["id"], kind=row["kind"], status=row["status"], created=row["created"],
+                   started=row["started"], finished=row["finished"], history=history, losses=losses, error=error,
+                   pid=row["pid"], sweep_id=row["sweep_id"], cancel_requested=bool(row["cancel_requested"]),
+                   note=row["note"], corpus_name=row["corpus_name"], **values)
 
     def finished(self, corpus_fingerprint: str) -> list[Run]:
         """Done train runs trained on this corpus (by content fingerprint) whose model is still on disk,
