@@ -42,6 +42,9 @@ def train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distributed
                                  "progress) and, on each other machine, the same command with its --node-rank; those "
                                  "take their settings from node 0." if param is ddp.NODE_RANK else "")
             add_flag(p, param, help)
+        p.add_argument("--oversubscribe", action="store_true", help="start more processes per machine (nproc) than "
+                       "its CPU cores, or its GPUs on a GPU machine; refused without it, since they would only "
+                       "take turns on the same cores")
     for owners in recipe_params().values():
         param = owners[0][1]
         if len({q.help for _r, q in owners}) > 1:  # e.g. the knob: a margin or a scale, its default per recipe
@@ -185,7 +188,8 @@ def _finish_run(store, run, args) -> dict:
 def cmd_train(args, overrides: dict | None = None) -> dict:
     """A run in a background worker, or over several processes its DDP launcher (core.jobs.ddp); on a machine other
     than node 0 (--node-rank > 0) no run: this machine's processes, which take their settings from node 0."""
-    nproc, nnodes = _world(args)  # the launch flags first: a bad one answers before the corpus is read
+    nproc, nnodes, device = _world(args)  # the launch flags first: a bad one answers before the corpus is read
+    _check_processes(nproc, device, args.oversubscribe)
     meet = ddp.rendezvous(nnodes, args.node_rank, args.master_addr, args.master_port)
     if meet is not None and meet.node_rank > 0:
         return _follow_node(nproc, nnodes, meet)
@@ -196,11 +200,27 @@ def cmd_train(args, overrides: dict | None = None) -> dict:
     return _finish_run(store, follow(store, run_id, start=meet is None), args)
 
 
-def _world(args) -> tuple[int, int]:
-    """nproc and nnodes as the run will have them: the flags, else the --config file's, else 1."""
+def _world(args) -> tuple[int, int, object]:
+    """nproc, nnodes and device as the run will have them: the flags, else the --config file's, else the defaults."""
     data = _config_file(args, {**vars(args), "corpus": args.corpus or args.corpus_file}) if args.config else {}
-    return tuple(GENERAL_PARAMS[name].parse(getattr(args, name) if getattr(args, name) is not None
-                                            else data.get(name, 1)) for name in WORLD)
+    nproc, nnodes = (GENERAL_PARAMS[name].parse(getattr(args, name) if getattr(args, name) is not None
+                                                else data.get(name, 1)) for name in WORLD)
+    return nproc, nnodes, args.device if args.device is not None else data.get("device")
+
+
+def _check_processes(nproc: int, device: object, oversubscribe: bool) -> None:
+    """More processes on a machine than its GPUs (on a GPU machine) or CPU cores only make them take turns: a
+    config's `nproc: 64` on a 2-core laptop started 64 trainers. Refused unless --oversubscribe."""
+    if nproc == 1 or oversubscribe:
+        return
+    from core.models.encode_pool import usable_cores
+    from core.models.loading import visible_gpus
+
+    gpus = 0 if str(device or "").strip().lower() == "cpu" else visible_gpus()
+    have, what = (gpus, "GPUs") if gpus else (usable_cores(), "CPU cores")
+    if nproc > have:
+        raise UserError(f"nproc is {nproc}, more than this machine's {have} {what}; lower nproc to at most {have}, "
+                        "or pass --oversubscribe to start them anyway.")
 
 
 def _follow_node(nproc: int, nnodes: int, meet: ddp.Rendezvous) -> dict:
