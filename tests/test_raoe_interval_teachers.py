@@ -170,6 +170,34 @@ def test_a_malformed_teacher_exits_2_with_one_line_and_no_run(tmp_path, monkeypa
     assert RunStore().list() == []
 
 
+def test_one_folder_named_twice_by_two_paths_is_one_teacher_named_twice(tmp_path, monkeypatch, tiny_model_dir,
+                                                                         capsys) -> None:
+    """The check compared strings, so `models/x,./models/x` (or a link to it) gave one teacher 2/3 of the weight
+    (issue 33)."""
+    corpus = pair_file(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    Path("link").symlink_to(tiny_model_dir)
+    for teacher in (f"{tiny_model_dir},link", f"link,{tiny_model_dir}/", f"reference,link,{tiny_model_dir}/../"
+                    f"{tiny_model_dir.name}"):
+        assert main(["train", str(corpus), "--recipe", "raoe", "--teacher", teacher]) == 2, teacher
+        err = capsys.readouterr().err
+        assert "is named twice" in err and "one model" in err and len(err.strip().splitlines()) == 1, err
+    assert RunStore().list() == []
+
+
+def test_a_teacher_folder_with_a_comma_says_commas_separate_teachers(tmp_path, monkeypatch, tiny_model_dir,
+                                                                     capsys) -> None:
+    corpus = pair_file(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    Path("my,model").symlink_to(tiny_model_dir)
+    for teacher in ("my,model", "reference,my,model"):
+        assert main(["train", str(corpus), "--recipe", "raoe", "--teacher", teacher]) == 2
+        err = capsys.readouterr().err
+        assert "'my,model' has a comma in its name, and commas separate teachers" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert RunStore().list() == []
+
+
 def test_the_config_refuses_a_malformed_teacher_whatever_reads_it() -> None:
     with pytest.raises(UserError, match="named twice"):
         TrainConfig.from_dict({"corpus": "x", "recipe": "raoe_angle", "teacher": "reference, reference"})

@@ -71,12 +71,21 @@ def check_teacher(value: str) -> str:
     cosines), or a file where a model is meant (a score CSV belongs in the corpus). Names are resolved to models
     where the corpus is checked (core.cli.training)."""
     names = teacher_names(value)
+    folder = next((joined for i in range(len(names)) for j in range(i + 2, len(names) + 1)
+                   if Path(joined := ",".join(names[i:j])).expanduser().exists()), None)
+    if folder is not None:
+        raise UserError(f"{shorten(folder)} has a comma in its name, and commas separate teachers: rename the folder "
+                        "(or link to it under a name without commas) and name that.")
     if "" in names:
         raise UserError(f"teacher {shorten(value)} has an empty name: give one teacher, or several separated by "
                         "commas (e.g. reference,models/all-mpnet-base-v2).")
-    twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    seen = [_identity(name) for name in names]
+    twice = next((i for i, key in enumerate(seen) if key in seen[:i]), None)
     if twice is not None:
-        raise UserError(f"teacher {shorten(twice)} is named twice in {shorten(value)}; name each teacher once.")
+        first = names[seen.index(seen[twice])]
+        again = "" if first == names[twice] else f" (as {shorten(first)} and {shorten(names[twice])}, one model)"
+        raise UserError(f"teacher {shorten(names[twice])} is named twice in {shorten(value)}{again}; name each "
+                        "teacher once.")
     if "score" in names and len(names) > 1:
         raise UserError(f"teacher 'score' (the pair corpus's own score column) cannot be averaged with models, got "
                         f"{shorten(value)}; give 'score' alone or only models.")
@@ -85,6 +94,21 @@ def check_teacher(value: str) -> str:
         raise UserError(f"teacher {shorten(file)} is a file, not a model: a teacher is 'reference', 'score' (the "
                         "pair corpus's own score column) or a model name or folder.")
     return ",".join(names)
+
+
+def _identity(name: str) -> str:
+    """What a teacher name stands for: the model folder it resolves to, symbolic links and relative paths followed
+    (so two spellings of one folder are one teacher), else the name itself ('reference', 'score', a hub id)."""
+    if name in ("reference", "score"):
+        return name
+    from core.models.loading import resolve_model
+
+    try:
+        resolved = resolve_model(name)
+    except UserError:
+        return name
+    path = Path(resolved).expanduser()
+    return str(path.resolve()) if path.exists() else resolved
 
 
 def _same_model(a: str, b: str) -> bool:
