@@ -15,7 +15,18 @@ from core.errors import UserError
 from core.evaluation.corpus_eval import evaluate_corpus
 from core.evaluation.evaluate import EvalSettings
 from core.evaluation.headline import DISCOUNTS, HEADLINE
-from core.evaluation.published import AT_K, K_MAX, KIND_METRICS, published, remove_published, set_published
+from core.evaluation.published import (
+    AT_K,
+    K_MAX,
+    KIND_METRICS,
+    KIND_WORDS,
+    UNITS,
+    ambiguous,
+    figures_kind,
+    published,
+    remove_published,
+    set_published,
+)
 from core.models.encode import count_overlong
 from core.training.config import LIST_SHAPES
 from ui.corpus_view import (
@@ -428,8 +439,13 @@ def show_published(corpus) -> None:
         st.caption("A reference figure for this exact test set (\"published: 77.6\"), entered as the cards show "
                    "it (an accuracy in %: 85.0 for 85 %). It is kept with this corpus, by its content, and drawn "
                    "beside ours: under a run's metric cards and on the Trade-off page.")
+        kind = figures_kind(corpus)
+        if not KIND_METRICS[kind]:
+            st.caption(f"{KIND_WORDS[kind]} reports no STS Spearman (it has no gold scores), so there is no "
+                       "published figure to keep beside ours.")
+            return
         pick, value_box, note_box = st.columns([2, 1, 3], vertical_alignment="bottom")
-        key = pick.selectbox("Figure", KIND_METRICS[corpus.kind], key=f"published_metric:{corpus.fingerprint}",
+        key = pick.selectbox("Figure", KIND_METRICS[kind], key=f"published_metric:{corpus.fingerprint}",
                              format_func=lambda k: metric_of[k].short.format(k="k")
                              + (" (%)" if metric_of[k].percent else ""))
         digits = metric_of[key].digits
@@ -438,6 +454,12 @@ def show_published(corpus) -> None:
                                        placeholder="e.g. 77.6" if digits == 1 else "e.g. 0.512")
         note = note_box.text_input("Source", max_chars=200, key="published_note",
                                    placeholder="e.g. Reimers & Gurevych 2019, table 2")
+        unit = None
+        if value is not None and ambiguous(key, value):  # 0.85 for 85 %, or 0.85 itself: the user says which
+            scaled = "%" if metric_of[key].percent else " (x100)"
+            unit = st.radio(f"{value:g} is", UNITS, index=None, horizontal=True, key=f"published_unit:{key}",
+                            format_func=lambda u: f"a fraction: saved as {value * 100:g}{scaled}" if u == "fraction"
+                            else f"as the cards show it: saved as {value:g}")
         depth = weighting = None
         if key in AT_K:
             depth_box, weighting_box, _ = st.columns([1, 1, 4], vertical_alignment="bottom")
@@ -451,8 +473,8 @@ def show_published(corpus) -> None:
             with ui.guard("Saving the published figure") as outcome:
                 if value is None:
                     raise UserError(f"Enter the published {metric_of[key].short.format(k='k')} first, e.g. 77.6.")
-                set_published(corpus.fingerprint, key, value, note, kind=corpus.kind, warn=st.warning, k=depth,
-                              discount=weighting)
+                set_published(corpus.fingerprint, key, value, note, kind=kind, warn=st.warning, k=depth,
+                              discount=weighting, unit=unit)
             if not outcome.failed:
                 st.toast(f"Saved the published {metric_of[key].short.format(k='k')}.", icon=":material/check:")
         stored = published(corpus.fingerprint, warn=st.warning)

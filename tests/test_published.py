@@ -138,7 +138,7 @@ def test_an_unusable_entry_is_skipped_and_the_rest_kept():
     warnings = []
     assert published(FP, warn=warnings.append) == {"polarity": Published("polarity", 61.5, "ok")}
     assert warnings == [f"Skipped 3 unusable published figures in {published_file()} ('similarity', 'bogus', "
-                        "'kendall_tau')."]
+                        "'kendall_tau'); kept in the file as they are."]
 
 
 # --- the CLI ---------------------------------------------------------------------------------------------

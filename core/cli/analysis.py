@@ -98,6 +98,7 @@ def cmd_published(args) -> dict:
         checked_note,
         checked_setting,
         checked_value,
+        figures_kind,
         published,
         remove_published,
         set_published,
@@ -107,6 +108,8 @@ def cmd_published(args) -> dict:
         raise UserError("Give --set or --remove, not both.")
     if args.note is not None and args.set is None:
         raise UserError("--note is the source of a figure you --set METRIC=VALUE; give it with --set.")
+    if args.unit is not None and args.set is None:
+        raise UserError("--unit says how a figure you --set METRIC=VALUE is given; give it with --set.")
     if (args.k is not None or args.discount is not None) and args.set is None:
         raise UserError("--k and --discount say where a P@k or S@k you --set METRIC=VALUE was measured; give them "
                         "with --set.")
@@ -114,7 +117,7 @@ def cmd_published(args) -> dict:
         if "=" not in args.set:
             raise UserError(f"--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got {shorten(args.set)}.")
         key, value = (part.strip() for part in args.set.split("=", 1))
-        checked_value(key, value)
+        checked_value(key, value, args.unit)
         checked_note(args.note)
         checked_setting(key, args.k, args.discount)
     elif args.remove is not None:
@@ -125,8 +128,8 @@ def cmd_published(args) -> dict:
                       drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     action = None
     if args.set is not None:
-        action = {"set": set_published(corpus.fingerprint, key, value, args.note, kind=corpus.kind, warn=warn_line,
-                                       k=args.k, discount=args.discount).label()}
+        action = {"set": set_published(corpus.fingerprint, key, value, args.note, kind=figures_kind(corpus),
+                                       warn=warn_line, k=args.k, discount=args.discount, unit=args.unit).label()}
     elif args.remove is not None:
         action = {"removed": remove_published(corpus.fingerprint, args.remove, warn=warn_line).label()}
     figures = published(corpus.fingerprint, warn=warn_line)

@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--set", metavar="METRIC=VALUE", help="store a figure in the unit the pages show it, e.g. "
                     "sts_spearman=77.6, knn_accuracy=85.0 for 85%%; METRIC one of "
                     f"{', '.join(m.key for m in HEADLINE)}")
+    pb.add_argument("--unit", default=None, metavar="shown|fraction", help="with --set: how VALUE is given, as "
+                    "the pages show it (shown) or as a fraction of 1 (fraction: 0.85 is stored as 85.0); needed for "
+                    "a value between -1 and 1 of a figure the pages show x100 or in %%")
     pb.add_argument("--note", metavar="TEXT", help="the figure's source, e.g. 'Reimers & Gurevych 2019, table 2' "
                     "(one line, at most 200 characters)")
     pb.add_argument("--k", default=None, metavar="INT", help="with --set of polarity or similarity: the k the "

@@ -65,7 +65,8 @@ class Metric:
 
     def text(self, value: float) -> str:
         """The value as tables and cards show it: scaled, rounded, with its unit (a change: change_text)."""
-        return f"{self.shown(value):.{self.digits}f}{'%' if self.percent else ''}"
+        shown = round(self.shown(value), self.digits) + 0.0  # + 0.0: a value that rounds to -0 shows as 0
+        return f"{shown:.{self.digits}f}{'%' if self.percent else ''}"
 
 
 def intervals_text(result: dict, k: int | str = "k") -> str:

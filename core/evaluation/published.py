@@ -8,7 +8,8 @@ A P@k or S@k entry also holds the "k" and "discount" it was measured at, where t
 as every one stored before they were kept, read as not recorded). A value is stored in the metric's stored unit (an
 accuracy as a share in [0, 1]) and given and shown in the shown one (85.0 for 85 %), as every card shows it. A file
 that cannot be read is reported and read as empty, never a traceback; a write replaces it atomically, keeping an
-unreadable one beside it as published.json.bad.
+unreadable one beside it as published.json.bad (.bad.1, .bad.2, ... after it), and writes back the entries it read
+but did not understand (a figure of a later version).
 
 A P@k / S@k measured at another k or rank discount than ours is another figure: `beside` is the one rule for when a
 published one may stand beside ours as it is, and says the caveat that must go with it where it may not.
@@ -40,14 +41,17 @@ NOTE_CHARS = 200
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # reorder the text around them
 METRICS = {m.key: m for m in HEADLINE}
 # Each metric's range in its SHOWN unit: P@k / S@k and accuracies 0-100, STS Spearman x100 -100-100, Kendall tau.
+UNITS = ("shown", "fraction")  # how a published value is given: as the cards show it, or as a fraction of 1
 RANGES = {"polarity": (0.0, 100.0), "similarity": (0.0, 100.0), "knn_accuracy": (0.0, 100.0),
           "linear_accuracy": (0.0, 100.0), "sts_spearman": (-100.0, 100.0), "ordering_accuracy": (0.0, 100.0),
           "kendall_tau": (-1.0, 1.0)}
 # The figures each corpus kind reports (core.evaluation.corpus_eval): the only ones a corpus of that kind can take.
 KIND_METRICS = {"labelled": ("polarity", "similarity", "knn_accuracy", "linear_accuracy"),
                 "pairs": ("sts_spearman",),
-                "lists": ("ordering_accuracy", "kendall_tau")}
-KIND_WORDS = {"labelled": "A labelled corpus", "pairs": "A pair corpus", "lists": "A list corpus"}
+                "lists": ("ordering_accuracy", "kendall_tau"),
+                "unscored pairs": ()}  # NLI labels only (figures_kind): no gold score, so no STS Spearman
+KIND_WORDS = {"labelled": "A labelled corpus", "pairs": "A pair corpus", "lists": "A list corpus",
+              "unscored pairs": "A pair corpus without a score column"}
 AT_K = tuple(m.key for m in HEADLINE if "{k}" in m.short)  # P@k, S@k: measured at a depth k with a rank discount
 K_MAX = 1000  # the deepest k a published figure may name: as deep as a run's eval_k goes (core.training.config)
 DISCOUNT_WORDS = {"linear": "linear discount", "none": "uniform weights"}  # DISCOUNTS as labels say them
@@ -142,33 +146,43 @@ def published(fingerprint: str, warn: Warn | None = None) -> dict[str, Published
 
 
 def set_published(fingerprint: str, key: object, shown_value: object, note: object = "", kind: str | None = None,
-                  warn: Warn | None = None, k: object = None, discount: object = None) -> Published:
+                  warn: Warn | None = None, k: object = None, discount: object = None,
+                  unit: object = None) -> Published:
     """Store a published figure for the corpus: `shown_value` in the SHOWN unit (77.6 for STS Spearman, 85.0 for
     an accuracy of 85 %); `kind` (a corpus kind) refuses a metric that kind does not report; `k` and `discount`:
-    where a P@k or S@k was measured, as far as it is known (checked_setting). A bad key, value, note, k or discount
-    raises a UserError in one line. Replaces the figure stored for that metric."""
+    where a P@k or S@k was measured, as far as it is known (checked_setting); `unit` as checked_value takes it. A bad
+    key, value, unit, note, k or discount raises a UserError in one line. Replaces the figure stored for that
+    metric."""
     metric = checked_metric(key, kind)
-    figure = Published(metric.key, _stored(metric, shown_value), checked_note(note),
+    figure = Published(metric.key, _stored(metric, shown_value, unit), checked_note(note),
                        *checked_setting(metric.key, k, discount))
-    corpora = _read(warn, writing=True)
-    corpora.setdefault(_checked_fingerprint(fingerprint), {})[metric.key] = figure
-    _write(corpora)
+    corpora, kept = _read_all(warn, writing=True)
+    fingerprint = _checked_fingerprint(fingerprint)
+    corpora.setdefault(fingerprint, {})[metric.key] = figure
+    kept.get(fingerprint, {}).pop(metric.key, None)  # an unusable entry for this metric is replaced by the new one
+    _write(corpora, kept)
     return figure
 
 
 def remove_published(fingerprint: str, key: object, warn: Warn | None = None) -> Published:
     """Remove a stored figure (UserError when the key is not a metric or nothing is stored for it); returns it."""
     metric = checked_metric(key)
-    corpora = _read(warn, writing=True)
+    corpora, kept = _read_all(warn, writing=True)
     figures = corpora.get(_checked_fingerprint(fingerprint), {})
     if metric.key not in figures:
         raise UserError(f"No published {metric.short.format(k='k')} is stored for this corpus, so there is nothing "
                         "to remove.")
     removed = figures.pop(metric.key)
-    if not figures:
-        corpora.pop(fingerprint)
-    _write(corpora)
+    _write(corpora, kept)
     return removed
+
+
+def figures_kind(corpus) -> str:
+    """The key of KIND_METRICS for the figures this corpus reports: its kind, or "unscored pairs" for a pair corpus
+    without a score column, which reports no STS Spearman."""
+    if corpus.kind == "pairs" and corpus.columns.score is None:
+        return "unscored pairs"
+    return corpus.kind
 
 
 def checked_metric(key: object, kind: str | None = None) -> Metric:
@@ -177,13 +191,22 @@ def checked_metric(key: object, kind: str | None = None) -> Metric:
         raise UserError(f"There is no figure called {shorten(key)}; use one of {', '.join(METRICS)}.")
     metric = METRICS[key.strip()]
     if kind in KIND_METRICS and metric.key not in KIND_METRICS[kind]:
-        raise UserError(f"{KIND_WORDS[kind]} reports {', '.join(KIND_METRICS[kind])}, not {metric.key}, so it "
-                        f"takes no published {metric.short.format(k='k')}.")
+        reports = ", ".join(KIND_METRICS[kind]) or "no headline figure"
+        raise UserError(f"{KIND_WORDS[kind]} reports {reports}, not {metric.key}, so it takes no published "
+                        f"{metric.short.format(k='k')}.")
     return metric
 
 
-def checked_value(key: object, shown_value: object) -> float:
-    """The value in the shown unit, checked: a finite number in the metric's range (a string is read as one)."""
+def ambiguous(key: str, value: float) -> bool:
+    """Whether `value` for this metric may be a fraction given where the cards show x100 or %: 0.85 for a kNN
+    accuracy of 85 %, 0.776 for an STS Spearman of 77.6. Such a value is taken only with its UNITS said."""
+    return RANGES[key][1] == 100.0 and 0.0 < abs(value) <= 1.0
+
+
+def checked_value(key: object, shown_value: object, unit: object = None) -> float:
+    """The value in the shown unit, checked: a finite number in the metric's range (a string is read as one).
+    `unit` (UNITS) says how it was given: "shown" as the cards show it, "fraction" in [−1, 1] for a figure the cards
+    show x100 or in % (converted); None refuses a value that could be either (`ambiguous`)."""
     metric = checked_metric(key)
     name = metric.short.format(k="k")
     value = shown_value
@@ -196,14 +219,26 @@ def checked_value(key: object, shown_value: object) -> float:
             raise UserError(f"The published {name} must be a number such as 77.6; got {shorten(shown_value)}.")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise UserError(f"The published {name} must be a number such as 77.6; got {shorten(shown_value)}.")
-    value = float(value)
+    value = float(value) + 0.0  # -0.0 is 0.0: it would show as "-0.0"
     if not math.isfinite(value):
         raise UserError(f"The published {name} must be a finite number; got {shorten(shown_value)}.")
+    if unit is not None and unit not in UNITS:
+        raise UserError(f"The unit of a published figure is one of {', '.join(UNITS)}; got {shorten(unit)}.")
     low, high = RANGES[metric.key]
+    scaled = "in %" if metric.percent else "x100"
+    if unit == "fraction":
+        if high != 100.0:
+            raise UserError(f"The published {name} is shown as it is, not {scaled}: give it without a unit.")
+        if not -1.0 <= value <= 1.0:
+            raise UserError(f"A published {name} given as a fraction lies between -1 and 1; got {value:g}.")
+        value = value * 100.0 + 0.0
     if not low <= value <= high:
-        unit = ("%, as the cards show it: 85.0 for 85 %" if metric.percent else
-                "" if metric.key == "kendall_tau" else ", as the cards show it (x100)")
-        raise UserError(f"The published {name} must lie between {low:g} and {high:g}{unit}; got {value:g}.")
+        how = ("%, as the cards show it: 85.0 for 85 %" if metric.percent else
+               "" if metric.key == "kendall_tau" else ", as the cards show it (x100)")
+        raise UserError(f"The published {name} must lie between {low:g} and {high:g}{how}; got {value:g}.")
+    if unit is None and ambiguous(metric.key, value):
+        raise UserError(f"The published {name} {value:g} could be a fraction ({value * 100:g} as the cards show it, "
+                        f"{scaled}) or {value:g} itself: give the unit, fraction or shown (--unit).")
     return value
 
 
@@ -246,8 +281,8 @@ def checked_note(note: object) -> str:
     return note
 
 
-def _stored(metric: Metric, shown_value: object) -> float:
-    value = checked_value(metric.key, shown_value)
+def _stored(metric: Metric, shown_value: object, unit: object = None) -> float:
+    value = checked_value(metric.key, shown_value, unit)
     return value / 100 if metric.percent else value
 
 
@@ -260,41 +295,53 @@ def _checked_fingerprint(fingerprint: object) -> str:
 # ---------------------------------------------------------------- the file
 
 
-def _read(warn: Warn | None, writing: bool = False) -> dict[str, dict[str, Published]]:
-    """Every stored figure, fingerprint -> key -> Published. A file that cannot be read or parsed is reported and
-    read as empty (when `writing`, moved aside to published.json.bad first, so the write keeps it); a single entry
-    that does not hold a valid figure is reported and skipped."""
+Raw = dict[str, dict[str, object]]  # fingerprint -> key -> an entry as the file holds it, not understood
+
+
+def _read(warn: Warn | None) -> dict[str, dict[str, Published]]:
+    """Every stored figure, fingerprint -> key -> Published (see _read_all)."""
+    return _read_all(warn)[0]
+
+
+def _read_all(warn: Warn | None, writing: bool = False) -> tuple[dict[str, dict[str, Published]], Raw]:
+    """(every stored figure, fingerprint -> key -> Published; the entries that do not hold a valid figure, as the
+    file holds them, reported and skipped here but written back by the next write, so a figure this version does
+    not know is never lost). A file that cannot be read or parsed is reported and read as empty (when `writing`,
+    moved aside to a numbered published.json.bad first, so the write keeps it)."""
     path = published_file()
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return {}, {}
     except (OSError, UnicodeDecodeError) as exc:
-        return _unreadable(path, f"it could not be read ({type(exc).__name__})", warn, writing)
+        return _unreadable(path, f"it could not be read ({type(exc).__name__})", warn, writing), {}
     try:
         data = json.loads(text)
         corpora = data["corpora"]
         if not isinstance(corpora, dict) or not all(isinstance(v, dict) for v in corpora.values()):
             raise TypeError
-    except (ValueError, KeyError, TypeError):
-        return _unreadable(path, "it is not a published-figures file", warn, writing)
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return _unreadable(path, "it is not a published-figures file", warn, writing), {}
     found: dict[str, dict[str, Published]] = {}
+    kept: Raw = {}
     skipped = []
     for fingerprint, figures in corpora.items():
         for key, entry in figures.items():
             try:
                 metric = checked_metric(key)
                 value = float(entry["value"])
-                checked_value(key, metric.shown(value))
+                checked_value(key, metric.shown(value), "shown")
                 found.setdefault(fingerprint, {})[key] = Published(
                     key, value, checked_note(entry.get("note", "")),
                     *checked_setting(key, entry.get("k"), entry.get("discount")))
             except (UserError, KeyError, TypeError, ValueError, AttributeError):
                 skipped.append(shorten(key, 30))
+                kept.setdefault(fingerprint, {})[key] = entry
     if skipped:
         _report(f"Skipped {len(skipped)} unusable published figure{'s' if len(skipped) > 1 else ''} in {path} "
-                f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}).", warn)
-    return found
+                f"({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}); kept in the file as they are.",
+                warn)
+    return found, kept
 
 
 def _entry(figure: Published) -> dict:
@@ -306,7 +353,8 @@ def _entry(figure: Published) -> dict:
 
 def _unreadable(path: Path, problem: str, warn: Warn | None, writing: bool) -> dict:
     if writing:
-        bad = path.with_name(path.name + ".bad")
+        bad = next(candidate for n in range(10**6) if not (candidate := path.with_name(
+            path.name + ".bad" + (f".{n}" if n else ""))).exists())  # every earlier copy kept
         try:
             os.replace(path, bad)
         except OSError as exc:
@@ -323,10 +371,13 @@ def _report(message: str, warn: Warn | None) -> None:
     (warn or _log.warning)(message)
 
 
-def _write(corpora: dict[str, dict[str, Published]]) -> None:
+def _write(corpora: dict[str, dict[str, Published]], kept: Raw) -> None:
+    """The figures, with the entries read but not understood (`kept`) where no figure replaced them."""
+    fingerprints = sorted(set(corpora) | set(kept))
     data = {"version": VERSION, "corpora": {
-        fingerprint: {key: _entry(f) for key, f in figures.items()}
-        for fingerprint, figures in sorted(corpora.items()) if figures}}
+        fingerprint: entries for fingerprint in fingerprints
+        if (entries := {**kept.get(fingerprint, {}),
+                        **{key: _entry(f) for key, f in corpora.get(fingerprint, {}).items()}})}}
     path = published_file()
     try:
         write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8"))
