@@ -544,8 +544,11 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
     empty = texts.eq("").to_numpy()
     missing = labels.isna().to_numpy() & ~empty
     keep = ~empty & ~missing
+    dropped_rows(missing, len(df), "label", columns.label, warnings)
+    splits = clean_splits(df[columns.split]) if columns.split else None
+    check_target_values(splits, missing, keep, "label", columns.label, columns.split)
     texts, labels = texts[keep].reset_index(drop=True), labels[keep].reset_index(drop=True).astype(str)
-    splits = clean_splits(df[columns.split])[keep].reset_index(drop=True) if columns.split else None
+    splits = splits[keep].reset_index(drop=True) if splits is not None else None
 
     stage(2)
     dup_mask = texts.duplicated().to_numpy()
@@ -554,10 +557,7 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
         texts, labels = texts[~dup_mask].reset_index(drop=True), labels[~dup_mask].reset_index(drop=True)
         splits = splits[~dup_mask].reset_index(drop=True) if splits is not None else None
     _check_enough(len(df), len(texts), labels)
-    n_long = int(texts.str.len().gt(LONG_TEXT_CHARS).sum())
-    if n_long:
-        warnings.append(f"{n_long} texts are longer than {LONG_TEXT_CHARS:,} characters and may be truncated by "
-                        "the encoder (most read 256 to 512 tokens).")
+    long_texts(texts, warnings)
 
     stage(3)
     label_arr = labels.to_numpy(dtype=object)
@@ -661,6 +661,35 @@ def _numeric_labels(values: pd.Series, col: str) -> pd.Series:
         raise ColumnError(f"Column '{col}' looks like a continuous score, not a class label (e.g. {example:g})",
                           ("label",), wanted="a column of class names or whole numbers")
     return values.map(lambda v: None if math.isnan(v) else str(int(v))).astype(object)
+
+
+def long_texts(texts: pd.Series, warnings: list[str]) -> None:
+    """Warn of texts the encoder will likely truncate, in every corpus kind (a pair or list file's too)."""
+    n_long = int(texts.str.len().gt(LONG_TEXT_CHARS).sum())
+    if n_long:
+        warnings.append(f"{n_long:,} texts are longer than {LONG_TEXT_CHARS:,} characters and may be truncated by "
+                        "the encoder (most read 256 to 512 tokens).")
+
+
+def dropped_rows(missing: np.ndarray, rows: int, what: str, column: str, warnings: list[str]) -> None:
+    """Say how many rows were dropped for lacking `what` (a label, a score) in `column`: rows must never vanish from
+    the counts without a word, as those with an empty text do not."""
+    n = int(missing.sum())
+    if n:
+        warnings.append(f"{n:,} of {rows:,} rows dropped because their {what} in '{column}' is empty.")
+
+
+def check_target_values(splits: pd.Series | None, missing: np.ndarray, keep: np.ndarray, what: str, column: str,
+                        split_col: str | None) -> None:
+    """A file whose test (or validation) rows all lack `what` was told its split column "has no 'test' rows" and
+    had 10 % of its training rows held out in their place; say what is wrong instead."""
+    if splits is None:
+        return
+    targets = np.isin(splits.to_numpy(dtype=object), ("test", *VALIDATION_NAMES))
+    if targets.any() and not (targets & keep).any() and (targets & missing).any():
+        raise UserError(f"The {int(targets.sum()):,} rows that '{split_col}' marks as test or validation all lack a "
+                        f"{what} in '{column}', so there is nothing to evaluate on: fill in their {what}s, or leave "
+                        f"out the split column to hold out {split_ratio().split(':')[1]} % of the other rows.")
 
 
 def clean_splits(series: pd.Series) -> pd.Series:

@@ -39,6 +39,7 @@ from core.data.corpus import (
     clean_texts,
     few_targets_warning,
     is_missing,
+    long_texts,
     names_by_lower,
     read_file,
     resolve_column,
@@ -219,6 +220,7 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
                         "needs the id of its list.")
     ranks = _ranks(df[columns.rank], columns.rank)
     texts = clean_texts(df[columns.text], columns.text)
+    long_texts(texts.drop_duplicates(), warnings)
     splits = clean_splits(df[columns.split]) if columns.split else None
     frame = pd.DataFrame({"id": ids.to_numpy(), "rank": ranks, "text": texts.to_numpy()})
     if splits is not None:

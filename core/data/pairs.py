@@ -28,9 +28,12 @@ from core.data.corpus import (
     SPLIT_SEED,
     SPLIT_VALUES,
     VALIDATION_NAMES,
+    check_target_values,
     check_unique_names,
     clean_splits,
     clean_texts,
+    dropped_rows,
+    long_texts,
     is_missing,
     names_by_lower,
     read_file,
@@ -219,7 +222,13 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
         warnings.append(f"{int(empty.sum()):,} of {n:,} rows dropped because a text is empty "
                         f"({int((text1 == '').sum()):,} in '{columns.text1}', {int((text2 == '').sum()):,} in "
                         f"'{columns.text2}').")
+    splits = clean_splits(df[columns.split]) if columns.split else None
+    for missing, what, column in ((missing_score, "score", columns.score), (missing_label, "label", columns.label)):
+        if column:
+            dropped_rows(missing, n, what, column, warnings)
+            check_target_values(splits, missing, keep, what, column, columns.split)
     text1, text2, scores, labels = text1[keep], text2[keep], scores[keep], labels[keep]
+    long_texts(pd.Series(pd.unique(np.concatenate([text1, text2])), dtype=object), warnings)
     if columns.score:
         _check_float32(scores, columns.score, warnings)
     if len(text1) < MIN_ROWS:
@@ -230,7 +239,7 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
         warnings.append(f"{duplicates} {'pair appears' if duplicates == 1 else 'pairs appear'} more than once; kept.")
 
     if columns.split:
-        train, target, target_split, source = _split_by_column(clean_splits(df[columns.split]).to_numpy()[keep],
+        train, target, target_split, source = _split_by_column(splits.to_numpy()[keep],
                                                                columns.split, warnings)
     else:
         train, target = _holdout(np.arange(len(text1)))

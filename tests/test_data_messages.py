@@ -1,0 +1,65 @@
+"""Rows a corpus drops are counted in a warning, test rows without a score or label are named as the cause, and
+an over-long text in a pair or list file is warned about as in a labelled one (issue 33)."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+
+from core.data.corpus import build_corpus, detect_columns
+from core.data.lists import build_lists, detect_list_columns
+from core.data.pairs import build_pairs, detect_pair_columns
+from core.errors import UserError
+
+
+def _pairs(text: str):
+    df = pd.read_csv(io.StringIO(text))
+    return build_pairs(df, detect_pair_columns(df), name="p")
+
+
+def _labelled(text: str):
+    df = pd.read_csv(io.StringIO(text))
+    return build_corpus(df, detect_columns(df), name="l")
+
+
+def test_pairs_with_an_empty_score_are_counted():
+    rows = "".join(f"first {i},second {i},{'' if i < 4 else i % 5}\n" for i in range(200))
+    corpus = _pairs("text1,text2,score\n" + rows)
+    assert corpus.report.missing_score_dropped == 4
+    assert "4 of 200 rows dropped because their score in 'score' is empty." in corpus.report.warnings
+
+
+def test_labelled_rows_with_an_empty_label_are_counted():
+    rows = "".join(f"text number {i},{'' if i % 2 else 'ab'[i % 4 // 2]}\n" for i in range(829))
+    corpus = _labelled("text,label\n" + rows)
+    assert "414 of 829 rows dropped because their label in 'label' is empty." in corpus.report.warnings
+
+
+@pytest.mark.parametrize("kind", ["pairs", "labelled"])
+def test_test_rows_that_all_lack_their_value_are_named_not_blamed_on_the_split(kind):
+    if kind == "pairs":
+        text = "text1,text2,score,split\n" + "".join(
+            f"a {i},b {i},{'' if i >= 50 else i % 5},{'test' if i >= 50 else 'train'}\n" for i in range(60))
+        build, what = _pairs, "score"
+    else:
+        text = "text,label,split\n" + "".join(
+            f"text {i},{'' if i >= 50 else 'ab'[i % 2]},{'test' if i >= 50 else 'train'}\n" for i in range(60))
+        build, what = _labelled, "label"
+    with pytest.raises(UserError) as raised:
+        build(text)
+    message = str(raised.value)
+    assert f"The 10 rows that 'split' marks as test or validation all lack a {what} in '{what}'" in message
+    assert "\n" not in message
+
+
+def test_long_texts_in_pair_and_list_files_are_warned_about():
+    long = "word " * 10_000
+    pairs = _pairs("text1,text2,score\n" + "".join(f"{long if i == 0 else f'a {i}'},b {i},{i % 5}\n"
+                                                   for i in range(200)))
+    assert any("1 texts are longer than 1,000 characters" in w for w in pairs.report.warnings)
+    df = pd.DataFrame({"list_id": [i // 3 for i in range(90)], "rank": [i % 3 + 1 for i in range(90)],
+                       "text": [long if i == 0 else f"member {i}" for i in range(90)]})
+    lists = build_lists(df, detect_list_columns(df), name="l")
+    assert any("1 texts are longer than 1,000 characters" in w for w in lists.report.warnings)
