@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, kind_of, kind_words, load_labelled, warn_corpus,
-                             warn_line)
+from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, kind_of, kind_words, load_labelled,
+                             refuse_flags, warn_corpus, warn_line)
 from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE, intervals_text
 from core.evaluation.uncertainty import figure_interval
@@ -16,17 +16,16 @@ from core.runs.store import DAMAGED, RunStore
 def cmd_evaluate(args) -> dict:
     """The reference evaluation of any corpus kind (core.evaluation.corpus_eval): P@k / S@k / kNN of labelled texts,
     STS Spearman of pairs, ordering of lists."""
-    from core.data.kinds import KIND_NAMES, load_any
+    from core.data.kinds import load_any
     from core.evaluation.corpus_eval import evaluate_corpus
     from core.evaluation.evaluate import EvalSettings
 
-    k = K_PARAM.parse(args.k)
-    discount = DISCOUNT.parse(args.discount)
+    k = K_PARAM.parse(K_PARAM.default if args.k is None else args.k)
+    discount = DISCOUNT.parse(DISCOUNT.default if args.discount is None else args.discount)
     kind = kind_of(args)
     shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
-    if kind != "lists" and args.list_shape is not None:
-        raise UserError(f"--list-shape says what the order of {KIND_NAMES['lists']} states; "
-                        f"{kind_words(args, kind)}, so leave the flag out.")
+    refuse_flags({"--list-shape": args.list_shape, "--k": args.k, "--discount": args.discount,
+                  "--knn-metric": args.knn_metric}, kind, kind_words(args, kind))
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
                       drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     warn_corpus(corpus)
@@ -34,7 +33,7 @@ def cmd_evaluate(args) -> dict:
     labelled = kind == "labelled"
     reference = model if not labelled or args.reference in (None, args.model) else load_model(args.reference,
                                                                                              args.device)
-    settings = EvalSettings(k=k, discount=discount, knn_metric=args.knn_metric)
+    settings = EvalSettings(k=k, discount=discount, knn_metric=args.knn_metric or "euclidean")
     bars = TqdmPhases()
     try:
         result = evaluate_corpus(model, reference, corpus, settings, progress=bars,
@@ -124,6 +123,7 @@ def cmd_published(args) -> dict:
         checked_metric(args.remove)
     kind = kind_of(args)
     shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
+    refuse_flags({"--list-shape": args.list_shape}, kind, kind_words(args, kind))
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
                       drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     action = None

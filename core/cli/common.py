@@ -95,6 +95,22 @@ def kind_of(args) -> str:
     return checked_kind(args.kind) or corpus_kind(args.corpus)
 
 
+# Flags that mean something for some corpus kinds only: given for another kind they would be accepted and ignored.
+FLAG_KINDS = {"--list-shape": ("lists",), "--k": ("labelled",), "--eval-k": ("labelled",),
+              "--discount": ("labelled",), "--knn-metric": ("labelled",)}
+FLAG_WHY = {"lists": "says what the order of a list file states", "labelled": "sets how P@k / S@k and kNN of a "
+            "labelled corpus are computed"}
+
+
+def refuse_flags(given: dict[str, object], kind: str, whose: str) -> None:
+    """One line for a flag given (not None in `given`, flag -> value) that the corpus's kind would ignore; `whose`
+    names the corpus and its kind ("data.csv is a pair corpus (...)")."""
+    for flag, value in given.items():
+        kinds = FLAG_KINDS[flag]
+        if value is not None and kind not in kinds:
+            raise UserError(f"{flag} {FLAG_WHY[kinds[0]]}; {whose}, so leave the flag out.")
+
+
 def kind_words(args, kind: str) -> str:
     """"data.csv is a pair corpus (...)", or "--kind pairs reads data.csv as a pair corpus (...)" when forced."""
     from core.data.kinds import KIND_NAMES

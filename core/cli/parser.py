@@ -21,11 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_args(ev)
     leak_arg(ev)
     ev.add_argument("--reference", default=None, help="frozen reference model for S@k (default: the model itself)")
-    ev.add_argument("--k", default="16", metavar="INT", help=K_PARAM.help)
-    ev.add_argument(DISCOUNT.flag, default=DISCOUNT.default, metavar="linear|none", help=DISCOUNT.help)
+    ev.add_argument("--k", default=None, metavar="INT", help=f"{K_PARAM.help} (default {K_PARAM.default})")
+    ev.add_argument(DISCOUNT.flag, default=None, metavar="linear|none", help=f"{DISCOUNT.help} (default "
+                    f"{DISCOUNT.default})")
     ev.add_argument(LIST_SHAPE.flag, default=None, metavar="chain|star", help=LIST_SHAPE.help)
-    ev.add_argument("--knn-metric", choices=["euclidean", "cosine"], default="euclidean",
-                    help="kNN on the model's embedding as it produces it (euclidean) or cosine")
+    ev.add_argument("--knn-metric", choices=["euclidean", "cosine"], default=None,
+                    help="kNN on the model's embedding as it produces it (euclidean, the default) or cosine")
     ly = sub.add_parser("layers", help="kNN accuracy of every layer's mean-pooled hidden state; with --compare, a "
                         "run's as well and the linear CKA between the two per layer (1.0 = unchanged)")
     corpus_args(ly)

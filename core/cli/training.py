@@ -8,7 +8,8 @@ import time
 
 from tqdm import tqdm
 
-from core.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_flag, kind_of, kind_words, warn_corpus
+from core.cli.common import (EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_flag, kind_of, kind_words, refuse_flags,
+                             warn_corpus)
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
 from core.jobs import ddp, launch
@@ -72,10 +73,13 @@ def train_config(args, overrides: dict | None = None) -> dict:
     data.update(settings)
     if not data.get("corpus"):
         raise UserError("Name a corpus file (or a --config that has one).")
-    from core.data.kinds import column_settings
+    from core.data.kinds import KIND_NAMES, column_settings
 
     cfg = TrainConfig.from_dict(data)
     corpus = _check_inputs(cfg)
+    refuse_flags({flag: settings.get(name) for flag, name in (("--list-shape", "list_shape"),
+                                                               ("--eval-k", "eval_k"), ("--discount", "discount"))},
+                 corpus.kind, f"{cfg.corpus} is {KIND_NAMES[corpus.kind]}")
     # the columns as detected, as the pages store them: runs compare column by column
     return TrainConfig.from_dict({**cfg.to_dict(), **column_settings(corpus)}).to_dict()
 
