@@ -63,3 +63,22 @@ def test_long_texts_in_pair_and_list_files_are_warned_about():
                        "text": [long if i == 0 else f"member {i}" for i in range(90)]})
     lists = build_lists(df, detect_list_columns(df), name="l")
     assert any("1 texts are longer than 1,000 characters" in w for w in lists.report.warnings)
+
+
+@pytest.mark.parametrize("content,named", [("text,label\n", "commas"), ("text;label\n", "semicolons")])
+def test_a_tsv_file_holding_another_delimiter_names_the_delimiter(content, named, tmp_path, capsys):
+    from core.cli import main
+
+    path = tmp_path / "corpus.tsv"
+    path.write_text(content + "".join(f"text {i}{content[4]}{'ab'[i % 2]}\n" for i in range(40)))
+    assert main(["evaluate", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"has no tabs and is separated by {named}" in err, err
+    assert "name it .csv" in err
+
+
+def test_a_tsv_file_with_one_column_holding_a_comma_in_its_name_is_still_one_column():
+    from core.data.corpus import read_table
+
+    df, _ = read_table("a,b\nx\ny\n".encode(), "one.tsv")
+    assert list(df.columns) == ["a,b"]

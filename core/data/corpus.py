@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import math
 import re
@@ -259,12 +260,30 @@ def _sniff_delimiter(text: str) -> str:
     return max(SNIFF_DELIMITERS, key=lambda d: len(next(csv.reader([header], delimiter=d), [])))
 
 
+def _splits_by(text: str, delimiter: str, lines: int = 20) -> bool:
+    """Whether the header and the first data rows all split into the same number (2 or more) of fields by
+    `delimiter`: a table saved with it, not one column whose text holds it."""
+    rows = [row for row in itertools.islice(csv.reader(io.StringIO(text[:65536]), delimiter=delimiter), lines)
+            if any(cell.strip() for cell in row)]
+    return len(rows) > 1 and len({len(row) for row in rows}) == 1 and len(rows[0]) > 1
+
+
+DELIMITER_KINDS = {",": "CSV", "\t": "TSV", ";": "semicolon-separated CSV"}
+DELIMITER_NAMES = {",": "commas", "\t": "tabs", ";": "semicolons"}
+
+
 def _parse_delimited(text: str, source: str, sep: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """A delimited table: `sep` as the file name says (.tsv: tabs), or sniffed from the header (None)."""
+    named = sep
     sep = sep or _sniff_delimiter(text)
-    kind = {",": "CSV", "\t": "TSV", ";": "semicolon-separated CSV"}[sep]
+    kind = DELIMITER_KINDS[sep]
     try:
         # pandas renames a repeated header name ("text", "text.1"), so repeats are caught on the raw header row
         header = next((row for row in csv.reader(io.StringIO(text), delimiter=sep) if any(c.strip() for c in row)), [])
+        if named and len(header) == 1 and (found := _sniff_delimiter(text)) != sep and _splits_by(text, found):
+            raise UserError(f"{source} is read as {kind} by its name, but its header has no {DELIMITER_NAMES[sep]} "
+                            f"and is separated by {DELIMITER_NAMES[found]} ({shorten(header[0], 60)}): save it "
+                            f"with {DELIMITER_NAMES[sep]}, or name it .csv.")
         check_unique_names([c.strip() for c in header], source)
         # Only empty cells are missing: a text reading "NA" or "null" is still a text.
         df = pd.read_csv(io.StringIO(text), sep=sep, keep_default_na=False, na_values=[""], low_memory=False)
