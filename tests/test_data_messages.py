@@ -82,3 +82,15 @@ def test_a_tsv_file_with_one_column_holding_a_comma_in_its_name_is_still_one_col
 
     df, _ = read_table("a,b\nx\ny\n".encode(), "one.tsv")
     assert list(df.columns) == ["a,b"]
+
+
+def test_drop_leaked_that_leaves_too_few_test_pairs_says_so():
+    rows = "".join(f"first {i},second {i},{i % 5},train\n" for i in range(40))
+    rows += "".join(f"first {i},second {i},{i % 5},test\n" for i in range(4))  # leaked: also training pairs
+    rows += "".join(f"other {i},pair {i},{i % 5},test\n" for i in range(8))
+    df = pd.read_csv(io.StringIO("text1,text2,score,split\n" + rows))
+    with pytest.raises(UserError) as raised:
+        build_pairs(df, detect_pair_columns(df), name="p", drop_leaked=True)
+    assert str(raised.value).startswith("Dropping the 4 test pairs that are also training pairs (drop_leaked) left "
+                                        "8, fewer than the 10 STS Spearman needs")
+    assert len(build_pairs(df, detect_pair_columns(df), name="p").test) == 12  # kept, they are enough

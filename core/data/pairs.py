@@ -252,7 +252,7 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
         target = drop_leaked_rows(target, leaks, target_split, PAIR_TERMS)
 
     if columns.score:
-        _check_scored(len(target), target_split, columns.split, warnings)
+        _check_scored(len(target), target_split, columns.split, warnings, leaked_dropped)
     _check_sameness(text1, text2, target, target_split, warnings)
 
     label_counts = None
@@ -289,11 +289,17 @@ def _check_float32(scores: np.ndarray, col: str, warnings: list[str]) -> None:
                         "uses; rescale the column if their order matters.")
 
 
-def _check_scored(n: int, target_split: str, split_col: str | None, warnings: list[str]) -> None:
+def _check_scored(n: int, target_split: str, split_col: str | None, warnings: list[str], leaked_dropped: int = 0
+                  ) -> None:
     """STS Spearman is computed on the n scored target pairs: fewer than MIN_SCORED_PAIRS are refused (a figure like
     "100.00, n = 2" means nothing), fewer than FEW_SCORED_PAIRS are warned of with the width of the 95% interval (at
-    a Spearman of 0, where it is widest; an evaluation states the figure's own interval)."""
+    a Spearman of 0, where it is widest; an evaluation states the figure's own interval). Where drop_leaked dropped
+    `leaked_dropped` of them, that is what the refusal names."""
     if n < MIN_SCORED_PAIRS:
+        if leaked_dropped and n + leaked_dropped >= MIN_SCORED_PAIRS:
+            raise UserError(f"Dropping the {leaked_dropped} {target_split} pairs that are also training pairs "
+                            f"(drop_leaked) left {n}, fewer than the {MIN_SCORED_PAIRS} STS Spearman needs; keep them "
+                            f"(and read the figure with the leak in mind), or add {target_split} pairs.")
         if target_split == "holdout":
             rows = next(k for k in range(MIN_SCORED_PAIRS, 100 * MIN_SCORED_PAIRS)
                         if math.ceil(k * HOLDOUT_FRACTION) >= MIN_SCORED_PAIRS)  # as train_test_split rounds
