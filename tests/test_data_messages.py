@@ -94,3 +94,15 @@ def test_drop_leaked_that_leaves_too_few_test_pairs_says_so():
     assert str(raised.value).startswith("Dropping the 4 test pairs that are also training pairs (drop_leaked) left "
                                         "8, fewer than the 10 STS Spearman needs")
     assert len(build_pairs(df, detect_pair_columns(df), name="p").test) == 12  # kept, they are enough
+
+
+@pytest.mark.parametrize("change", [str.upper, lambda t: t.replace(" ", "  "), lambda t: f"  {t.title()} "])
+def test_pairs_that_differ_only_in_what_the_model_ignores_are_refused_not_ranked(change, tiny_model):
+    from core.evaluation.sts import sts_scored
+
+    texts = [f"the {w} is good and the day is long number {i}" for i, w in enumerate(["word", "sound", "water"] * 20)]
+    df = pd.DataFrame({"text1": texts, "text2": [change(t) for t in texts], "score": [i % 5 for i in range(60)],
+                       "split": ["train"] * 40 + ["test"] * 20})
+    pairs = build_pairs(df, detect_pair_columns(df), name="p")
+    with pytest.raises(UserError, match="encodes the two texts of every test pair alike"):
+        sts_scored(tiny_model, pairs)

@@ -14,6 +14,9 @@ from core.evaluation.items import ITEMS, ITEMS_OF, items_key
 from core.models.encode import encode_cached
 
 
+SAME_COSINE = 1e-5  # a pair this close to cosine 1 is one text to the model (an uncased model and a case-only change)
+
+
 def pair_texts(pairs: PairCorpus) -> list[str]:
     """The distinct texts of the target pairs, in first-seen order: what one STS evaluation encodes."""
     return list(dict.fromkeys([*pairs.test.text1, *pairs.test.text2]))
@@ -37,7 +40,12 @@ def pair_cosines(model, pairs: PairCorpus, batch_size: int = 64,
     row = {text: i for i, text in enumerate(texts)}
     first = emb[[row[t] for t in target.text1]]
     second = emb[[row[t] for t in target.text2]]
-    return (first * second).sum(axis=1)
+    cosine = (first * second).sum(axis=1)
+    if np.all(cosine >= 1 - SAME_COSINE):
+        raise UserError(f"The model encodes the two texts of every {pairs.target_split} pair alike (cosine 1 within "
+                        f"{SAME_COSINE:g}): they differ only in what it does not see (case, spacing), so STS Spearman "
+                        "would rank rounding noise; check the pairs.")
+    return cosine
 
 
 def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | None = None) -> dict:
