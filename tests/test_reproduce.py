@@ -279,3 +279,30 @@ def test_one_list_per_step_is_a_batch_of_one_which_only_a_list_recipe_takes():
     for recipe in ("triplet", "mnrl", "cosent", "raoe"):
         with pytest.raises(UserError, match=f"batch_size must be at least 2 for {recipe}"):
             TrainConfig.from_dict({"corpus": "x.csv", "recipe": recipe, "batch_size": 1})
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_reproduction_cancelled_after_an_arm_prints_what_finished(as_json, stsb_dir, tiny_model_dir, synchronous,
+                                                                    monkeypatch, capsys):
+    """It printed nothing of its finished arms (nothing at all with --json) (issue 33)."""
+    import core.reproduce.job as job
+
+    real = job.run_arms
+    stops = iter([False, True])
+
+    def after_one_arm(store, parent_id, arms, progress=None, should_stop=lambda: False):
+        return real(store, parent_id, arms, progress, lambda: next(stops, True))
+
+    monkeypatch.setattr(job, "run_arms", after_one_arm)
+    argv = ["reproduce", "raoe", "--quick", "--data", str(stsb_dir), "--model", str(tiny_model_dir)]
+    assert main(argv + (["--json"] if as_json else [])) == 130
+    out = capsys.readouterr().out
+    if as_json:
+        result = json.loads(out)
+        assert result["status"] == "cancelled" and len(result["arms"]) == 1
+        (arm,) = result["arms"]
+        assert arm["status"] == "done" and arm["after"]["sts_spearman"] is not None
+    else:
+        lines = out.strip().splitlines()
+        assert lines[0].endswith(" cancelled") and "STS Spearman" in lines[1]
+        assert lines[-1].strip().startswith("2 of 3 arms cancelled or not started")

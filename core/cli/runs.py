@@ -24,7 +24,7 @@ def cmd_export(args) -> dict:
     return export_run(RunStore(), args.run_id, args.out, embeddings=not args.no_embeddings)
 
 
-def _headline_text(metrics: dict) -> str:
+def headline_text(metrics: dict) -> str:
     """The headline figures a result holds (P and S, STS Spearman, ordering), as the pages show them."""
     return "  ".join(f"{m.short.format(k=metrics.get('k', 16))} {m.text(metrics[m.key])}" for m in HEADLINE
                      if m.key in ("polarity", "similarity", "sts_spearman", "ordering_accuracy", "kendall_tau")
@@ -33,7 +33,7 @@ def _headline_text(metrics: dict) -> str:
 
 def print_runs(r: dict) -> None:
     for c in r["runs"]:
-        scores = _headline_text(c.get("after") or {})
+        scores = headline_text(c.get("after") or {})
         print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
               f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}"
               + (f"  {c['settings']}" if c.get("settings") else "")

@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from core.cli.common import (EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_flag, kind_of, kind_words, refuse_flags,
                              warn_corpus)
+from core.cli.runs import headline_text
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
 from core.jobs import ddp, launch
@@ -309,7 +310,7 @@ def cmd_sweep(args) -> dict:
 
 def cmd_reproduce(args) -> dict:
     """A seed's headline experiment (core.reproduce) as a run whose arms are child runs; its rows as the result."""
-    from core.reproduce.job import reproduction_config
+    from core.reproduce.job import arms_of, reproduction_config
 
     store = RunStore()
     run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, args.model,
@@ -320,10 +321,18 @@ def cmd_reproduce(args) -> dict:
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
         log = store.run_dir(run.id) / "worker.log"
         raise RunFailed(code, f"reproduction {run.id} failed: {run.error} (log: {log})")
-    if run.status != "done":
-        raise RunFailed(EXIT_INTERRUPTED, f"reproduction {run.id} was {run.status}")
+    if run.status != "done":  # cancelled: what its finished arms measured, then exit 130 (main)
+        from core.runs.labels import run_labels
+
+        children = list(reversed(store.list(kind="train", sweep_id=run.id, with_losses=False)))
+        labels = run_labels(children)
+        arms = [{"run_id": child.id, "label": labels[child.id], "status": child.status,
+                 "after": child.metrics_after if child.status == "done" else None} for child in children]
+        return {"run_id": run.id, "name": args.name, "quick": args.quick, "status": run.status, "arms": arms,
+                "arms_total": len(arms_of(run.config))}
     after = run.metrics_after or {}
-    return {"run_id": run.id, **{key: after.get(key) for key in ("name", "quick", "model", "rows", "runs")}}
+    return {"run_id": run.id, "status": run.status,
+            **{key: after.get(key) for key in ("name", "quick", "model", "rows", "runs")}}
 
 
 def print_train(r: dict) -> None:
@@ -361,5 +370,13 @@ def print_sweep(r: dict) -> None:
 
 
 def print_reproduce(r: dict) -> None:
-    print(f"reproduction {r['name']}{' (--quick)' if r['quick'] else ''}: run {r['run_id']}")
-    print(table_text(r["rows"]))
+    print(f"reproduction {r['name']}{' (--quick)' if r['quick'] else ''}: run {r['run_id']}"
+          + ("" if r["status"] == "done" else f" {r['status']}"))
+    if r["status"] == "done":
+        print(table_text(r["rows"]))
+        return
+    finished = [arm for arm in r["arms"] if arm["after"]]
+    for arm in finished:
+        print(f"  {arm['label']}: {headline_text(arm['after'])}")
+    print(f"  {r['arms_total'] - len(finished)} of {r['arms_total']} arms {r['status']} or not started; the table "
+          "needs every arm, so it is not computed")
