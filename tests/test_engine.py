@@ -43,8 +43,8 @@ def test_the_graph_gives_torchs_embeddings_and_layers_and_is_exported_once(tiny_
     np.testing.assert_allclose(got.layers, reference.layers, atol=engine.TOLERANCE)
 
     runs: list[int] = []
-    real_run = engine.Graph.run
-    monkeypatch.setattr(engine.Graph, "run", lambda self, features: runs.append(1) or real_run(self, features))
+    real_runner = engine.Graph.runner
+    monkeypatch.setattr(engine.Graph, "runner", lambda self: runs.append(1) or real_runner(self))
     monkeypatch.setattr(torch.onnx, "export", lambda *a, **k: pytest.fail("exported a second time"))
     again = encode(tiny_model, TEXTS[:5])  # short, pooled only: the graph on disk is used as it is
     assert runs and np.allclose(again.embeddings, reference.embeddings[:5], atol=engine.TOLERANCE)
@@ -60,8 +60,8 @@ def test_auto_exports_only_for_a_long_encode_then_uses_the_graph_for_any(tiny_mo
     assert _graphs() == [f"{fingerprint}-encode.onnx"]
     monkeypatch.setattr(engine, "MIN_TEXTS", 10**9)
     used: list[int] = []
-    real_run = engine.Graph.run
-    monkeypatch.setattr(engine.Graph, "run", lambda self, features: used.append(1) or real_run(self, features))
+    real_runner = engine.Graph.runner
+    monkeypatch.setattr(engine.Graph, "runner", lambda self: used.append(1) or real_runner(self))
     encode(tiny_model, TEXTS[:3])  # no fingerprint given: a short encode does not hash the weights to look
     assert not used
     encode_cached(tiny_model, TEXTS[:3], fingerprint=fingerprint)
@@ -149,3 +149,23 @@ def test_old_graphs_are_pruned_and_exported_again_when_their_model_encodes_again
     again = encode(tiny_model, TEXTS).embeddings
     assert exports == [1] and _graphs() == [f"{fingerprint}-encode.onnx"]
     np.testing.assert_allclose(again, reference, atol=engine.TOLERANCE)
+
+
+def test_an_encode_samples_the_free_cores_once_and_spins_only_with_every_core_free(tiny_model, monkeypatch):
+    """Sampling the cores takes 0.1 s: once per encode, not per batch. A session's threads spin while they wait
+    only where no other work needs the cores."""
+    monkeypatch.setenv(engine.ENV, "onnx")
+    encode(tiny_model, TEXTS)  # exported and checked
+    samples: list[int] = []
+    free = {"cores": 2}
+    monkeypatch.setattr(engine, "free_cores", lambda: samples.append(1) or free["cores"])
+    monkeypatch.setattr(engine, "usable_cores", lambda: 2)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    made: list[tuple] = []
+    real_session = engine._session
+    monkeypatch.setattr(engine, "_session", lambda path, threads, spin: made.append((threads, spin))
+                        or real_session(path, threads, spin))
+    encode(tiny_model, TEXTS * 4, batch_size=8)  # 21 batches
+    free["cores"] = 1
+    encode(tiny_model, TEXTS * 4, batch_size=8)
+    assert samples == [1, 1] and made == [(2, True), (1, False)]

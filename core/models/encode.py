@@ -116,10 +116,11 @@ def encode_batch(model, texts: Sequence[str], layers: bool, attentions: bool = F
 
 
 @torch.inference_mode()
-def graph_batch(model, graph: engine.Graph, texts: Sequence[str], layers: bool) -> Batch:
-    """One batch through the model's ONNX graph (core.models.engine), the modules after the transformer in torch."""
+def graph_batch(model, run: engine.Run, texts: Sequence[str], layers: bool) -> Batch:
+    """One batch through the model's ONNX graph (`run`: core.models.engine.Graph.runner), the modules after the
+    transformer in torch."""
     features = model.preprocess(list(texts))
-    last, means = graph.run(features)
+    last, means = run(features)
     features["token_embeddings"] = torch.from_numpy(last)
     for module in list(model)[1:]:
         features = module(features)
@@ -135,7 +136,7 @@ def _encoder_graph(model, texts: list[str], order: np.ndarray, fingerprint: str 
     probe = [texts[i] for i in dict.fromkeys([*order[:PROBE], *order[-PROBE:]])]
 
     def verify(graph: engine.Graph) -> float:
-        reference, ours = encode_batch(model, probe, True), graph_batch(model, graph, probe, True)
+        reference, ours = encode_batch(model, probe, True), graph_batch(model, graph.runner(), probe, True)
         return max(float(np.abs(reference.pooled - ours.pooled).max()),
                    float(np.abs(reference.layers - ours.layers).max()))
 
@@ -202,8 +203,9 @@ def encode(
         # of one thread each (core.models.encode_pool) when its policy says so; else torch in this process.
         graph = _encoder_graph(model, texts, order, fingerprint, attentions)
         if graph is not None:
+            run = graph.runner()
             for rows in batches:
-                write(rows, graph_batch(model, graph, [texts[i] for i in rows], layers))
+                write(rows, graph_batch(model, run, [texts[i] for i in rows], layers))
             return Encoded(embeddings=pooled, layers=per_layer)
         pool = encode_pool.pool_for(model, len(batches), attentions)
         if pool is None or not pool.run(model, texts, batches, encode_batch, (layers,), write):

@@ -168,8 +168,10 @@ def _lower(view: TopLayers, model, fingerprint: str, texts: list[str], order: np
         return in_torch
 
     def in_graph(graph: engine.Graph) -> Lower:
+        run = graph.runner()
+
         def lower(features: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-            hidden = torch.from_numpy(graph.run(features)[0])
+            hidden = torch.from_numpy(run(features)[0])
             return [hidden[row, :length] for row, length in enumerate(features["attention_mask"].sum(1).tolist())]
 
         return lower
