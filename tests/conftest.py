@@ -23,14 +23,28 @@ APP_TIMEOUT_S = 90  # the first run imports torch; a synchronous training run ad
 
 
 # `make test` runs the suite on two workers, a file at a time each (pytest-xdist, --dist loadfile), taking files in
-# collection order: these files take a minute or more each, so they go first, while the other worker goes through
-# the short ones, instead of ending the run with one worker busy and the other idle.
-LONG_FILES = ("test_ddp.py", "test_ray_sweep.py", "test_browser", "test_projection.py", "test_standby",
-              "test_selection.py")
+# collection order: these files take half a minute or more each, so they go first, longest first, while the other
+# worker goes through the short ones, instead of ending the run with one worker busy and the other idle. Names or
+# name prefixes; the first that matches a file gives its place. test_ddp.py and test_ray_sweep.py, which start many
+# processes each, are not the first two, so that they do not start together.
+LONG_FILES = ("test_ddp.py", "test_browser.py", "test_ray_sweep.py", "test_browser_offline.py", "test_projection.py",
+              "test_train.py", "test_reliability_runs.py", "test_browser_maps_select.py", "test_standby_orphan.py",
+              "test_reliability_caches.py", "test_browser", "test_selection.py", "test_standby")
+
+
+def _long_rank(name: str) -> int:
+    return next((i for i, prefix in enumerate(LONG_FILES) if name.startswith(prefix)), len(LONG_FILES))
+
+
+def pytest_configure(config) -> None:
+    # pytest-xdist (3.x) by default hands out the files with the most tests first (--loadscope-reorder), which put
+    # the long files above, most of them a few tests each, last: keep the order given here (--no-loadscope-reorder).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    items.sort(key=lambda item: not item.path.name.startswith(LONG_FILES))  # stable: each file keeps its order
+    items.sort(key=lambda item: _long_rank(item.path.name))  # stable: each file keeps its order
 
 
 @pytest.fixture(autouse=True)

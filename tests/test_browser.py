@@ -60,15 +60,17 @@ def home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(home, tiny_model_dir) -> Iterator[str]:
-    """`streamlit run app.py` on a free localhost port with the tiny model and a temp home; always stopped."""
+def server(home, tiny_model_dir, request) -> Iterator[str]:
+    """`streamlit run app.py` on a free localhost port with the tiny model and a temp home; always stopped. Pages that
+    start runs keep a pre-warmed worker waiting, as for a user; a module whose tests start no run from a page sets
+    STANDBY = False, so that no worker imports torch in the background for nothing (seconds of CPU on 2 cores)."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing; install it with `apt-get install chromium` to run browser tests")
     log = home / "streamlit.log"
     port = _free_port()
     # Pre-warmed workers on, as for a user: the Train page keeps one waiting and the run goes to it.
     env = {**os.environ, "CONTRASTLAB_MODEL": str(tiny_model_dir), "CONTRASTLAB_HOME": str(home),
-           "CONTRASTLAB_STANDBY_S": "300"}
+           "CONTRASTLAB_STANDBY_S": "300" if getattr(request.module, "STANDBY", True) else "0"}
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.address", "localhost", "--server.headless", "true", "--server.fileWatcherType", "none"]
     with log.open("w") as out:
@@ -302,6 +304,13 @@ def test_pasted_list_corpus_is_reported_and_previewed_for_listmle(server, page):
     screenshot(page, "train-lists.png")
 
 
+# slow: tests/test_pages_mgh_layers.py covers each step on the same pages (AppTest):
+# test_mgh_preview_shows_band_cards_and_one_anchor_with_its_negatives (the banded preview),
+# test_an_mgh_run_started_on_the_page_marks_its_bands_on_the_loss_curve (the run and its band lines) and
+# test_layers_with_a_run_show_which_layers_changed_without_a_second_pass (the CKA figure for the run);
+# test_train_run_live_then_runs_and_export covers a run started on the Train page in Chromium, followed to the end.
+# `make screenshots` (this file, slow tests included) still takes its pictures.
+@pytest.mark.slow
 def test_mgh_preview_run_with_band_lines_and_layer_cka(server, page):
     """The mgh recipe on the demo corpus: its banded preview (small band edges), a tiny curriculum run whose loss
     curve marks the bands, then the Layers page's "Which layers changed" figure for that run."""

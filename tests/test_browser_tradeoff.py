@@ -19,6 +19,7 @@ pytestmark = pytest.mark.browser
 WIDTH = test_browser.NARROW_WIDTH
 home, server, browser, narrow_page = (test_browser.home, test_browser.server, test_browser.browser,
                                       test_browser.narrow_page)  # the shared fixtures
+STANDBY = False  # the page keeps a pre-warmed worker waiting; these tests start no run there (test_browser.server)
 LABELS = ["reference", "triplet m0.1 · 2 seeds", "triplet m0.5 (quick)"]
 
 

@@ -117,7 +117,21 @@ def test_cli_zero_examples_after_mining_exits_2(tiny_model_dir, contrastlab_home
     assert "lower the threshold" in out.stderr
 
 
+# A clean process (plain sentence-transformers, no ContrastLab on its path) reads the exported model's path and the
+# texts on stdin, so its slow library import overlaps the CLI's training instead of following it.
+RELOAD_SCRIPT = ("import sys, json, numpy as np; from sentence_transformers import SentenceTransformer; "
+                 "path, texts = input(), json.loads(input()); m = SentenceTransformer(path, device='cpu'); "
+                 "print(json.dumps(m.encode(texts).tolist()))")
+
+
 def test_cli_train_export_reload(tiny_model_dir, contrastlab_home, tmp_path):
+    with subprocess.Popen([sys.executable, "-c", RELOAD_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}) as reload:  # on a failure below,
+        _train_export_reload(tiny_model_dir, contrastlab_home, tmp_path, reload)  # closing stdin ends it
+
+
+def _train_export_reload(tiny_model_dir, contrastlab_home, tmp_path, reload: subprocess.Popen) -> None:
     out = _cli("train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--recipe", "triplet",
                "--margin", "0.1", "--examples", "64", "--batch-size", "16", "--lr", "1e-3", "--json",
                "--out", str(tmp_path / "export"), env_home=contrastlab_home)
@@ -138,16 +152,12 @@ def test_cli_train_export_reload(tiny_model_dir, contrastlab_home, tmp_path):
     assert (stored["text_col"], stored["label_col"], stored["split_col"]) == ("text", "label", None)
     # a clean process loading the export with plain sentence-transformers gets the same embeddings
     texts = ["the film was good", "the market fell"]
-    script = ("import sys, json, numpy as np; from sentence_transformers import SentenceTransformer; "
-              "m = SentenceTransformer(sys.argv[1], device='cpu'); "
-              "print(json.dumps(m.encode(json.loads(sys.argv[2])).tolist()))")
-    reload = subprocess.run([sys.executable, "-c", script, str(exported), json.dumps(texts)], capture_output=True,
-                            text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}, timeout=120)
-    assert reload.returncode == 0, reload.stderr
+    stdout, stderr = reload.communicate(f"{exported}\n{json.dumps(texts)}\n", timeout=120)
+    assert reload.returncode == 0, stderr
     from core.models.loading import load_model
 
     here = load_model(result["model_path"], "cpu").encode(texts)
-    np.testing.assert_allclose(np.array(json.loads(reload.stdout)), here, atol=1e-5)
+    np.testing.assert_allclose(np.array(json.loads(stdout)), here, atol=1e-5)
     # the run is listed, and a second export into the same folder is refused, not overwritten
     runs = json.loads(_cli("runs", "--json", env_home=contrastlab_home).stdout)["runs"]
     assert runs[0]["run_id"] == result["run_id"] and runs[0]["status"] == "done"
@@ -155,6 +165,11 @@ def test_cli_train_export_reload(tiny_model_dir, contrastlab_home, tmp_path):
     assert again.returncode == 2 and "already exists" in again.stderr
 
 
+# slow: test_reliability_runs.py::test_a_run_stopped_by_sigterm_exits_as_interrupted_with_its_status[sweep-cli] covers
+# `python -m core sweep --margins ... --json` starting its worker and printing each margin's run, and
+# test_ray_sweep.py::test_a_two_margin_sweep_on_ray_records_both_runs_with_the_local_engines_metrics (its engine-local
+# sweep) covers a two-margin sweep training each margin to done with its metrics after training.
+@pytest.mark.slow
 def test_cli_sweep_trains_each_margin(tiny_model_dir, contrastlab_home):
     out = _cli("sweep", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--recipe", "triplet",
                "--margins", "0.1,1", "--examples", "32", "--batch-size", "16", "--json", env_home=contrastlab_home)
