@@ -159,7 +159,7 @@ def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
     (["reproduce", "nope", "--data", "{dir}"], "Unknown reproduction 'nope'"),
     (["reproduce", "", "--data", "{dir}"], "Unknown reproduction ''"),
     (["reproduce", "raoe", "--data", "{dir}/missing"], "does not exist"),
-    (["reproduce", "raoe", "--data", "{dir}/stsb.csv"], "does not exist"),
+    (["reproduce", "raoe", "--data", "{dir}/stsb.csv"], "--data names a file; give the folder"),
     (["reproduce", "listmle", "--data", "{dir}"], "needs snli.csv"),
     (["reproduce", "raoe", "--quick", "--data", "{dir}", "--model", "{dir}/no-such-model"], "no-such-model"),
     (["reproduce", "raoe", "--data", "{dir}", "--lists-per-step", "1"],
@@ -306,3 +306,20 @@ def test_a_reproduction_cancelled_after_an_arm_prints_what_finished(as_json, sts
         lines = out.strip().splitlines()
         assert lines[0].endswith(" cancelled") and "STS Spearman" in lines[1]
         assert lines[-1].strip().startswith("2 of 3 arms cancelled or not started")
+
+
+def test_a_data_file_with_other_columns_is_refused_before_a_run_naming_what_the_experiment_reads(
+        stsb_dir, tiny_model_dir, capsys):
+    """It started a run that failed with "pass --text-col NAME", a flag reproduce does not have (issue 33)."""
+    (stsb_dir / "stsb.csv").write_text("a,b,c\n" + "".join(f"x {i},y {i},{i}\n" for i in range(60)))
+    assert main(["reproduce", "raoe", "--quick", "--data", str(stsb_dir), "--model", str(tiny_model_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--text-col" not in err and "--label-col" not in err, err
+    assert f"cannot use {stsb_dir / 'stsb.csv'}" in err and "it reads stsb.csv as text1, text2, score, split" in err
+    assert RunStore().list() == []
+
+
+def test_data_given_as_a_file_says_to_give_its_folder(stsb_dir, tiny_model_dir, capsys):
+    assert main(["reproduce", "raoe", "--quick", "--data", str(stsb_dir / "stsb.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: --data names a file; give the folder that holds stsb.csv: {stsb_dir}."

@@ -111,6 +111,9 @@ class Experiment:
     def paths(self, data: Path, quick: bool) -> dict[str, Path]:
         """The files in `data` that a run (--quick or full) reads; UserError naming the first one missing."""
         sources = [s for s in self.sources if not (quick and s.full_only)]
+        if data.is_file():
+            raise UserError(f"--data names a file; give the folder that holds "
+                            f"{' and '.join(s.file for s in sources)}: {data.parent}.")
         if not data.is_dir():
             raise UserError(f"Data folder {data} does not exist; give the folder that holds "
                             f"{', '.join(s.file for s in sources)}.")

@@ -4,7 +4,9 @@ exported like one), then the experiment's rows are computed from the children's 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -32,8 +34,35 @@ def reproduction_config(name: str, data: str | Path, quick: bool, model: str | N
     config = {"name": experiment.name, "data": str(folder), "quick": bool(quick), "model": model or DEFAULT_MODEL,
               **{k: options[k] for k in given}}
     resolve_model(config["model"])
-    arms_of(config)
+    _check_data(experiment, arms_of(config))
     return config
+
+
+def _check_data(experiment, arms: list[Arm]) -> None:
+    """Read each arm's corpus as its run will, and check it suits the arm's recipe, before anything is queued: a
+    file with other columns, or too small for the recipe's bands, is one line naming the file, instead of a run
+    that fails with advice about flags `reproduce` does not have."""
+    from core.data.kinds import load_any
+    from core.training.config import TrainConfig, corpus_options
+    from core.training.recipes import get_recipe
+
+    checked: set[str] = set()
+    for arm in arms:
+        key = json.dumps({"corpus": arm.config["corpus"], **corpus_options(arm.config), "recipe": arm.config["recipe"]},
+                         sort_keys=True, default=str)
+        if key in checked:
+            continue
+        checked.add(key)
+        try:
+            corpus = load_any(arm.config["corpus"], **corpus_options(arm.config))
+            get_recipe(arm.config["recipe"]).check_corpus(TrainConfig.from_dict(arm.config), corpus)
+        except UserError as exc:
+            reason = re.sub(FLAG_ADVICE, "", str(exc)).rstrip(". ")
+            file = Path(arm.config["corpus"]).name
+            wanted = {source.file: source.described for source in experiment.sources}.get(file)
+            raise UserError(f"reproduce {experiment.name} cannot use {arm.config['corpus']} for its arm "
+                            f"'{arm.label}': {reason}" + (f"; it reads {file} as {wanted}." if wanted else ".")
+                            ) from exc
 
 
 def _taking(option: str) -> list:
@@ -42,6 +71,8 @@ def _taking(option: str) -> list:
     return [e for e in EXPERIMENTS.values() if option in e.options]
 
 
+# "; pass --text-col NAME and --label-col NAME": a loader's advice about flags that reproduce does not take
+FLAG_ADVICE = r"[;,]? ?(?:pass|or|give) --[a-z-]+(?: [A-Z]+)?(?:(?:,| and| or) --[a-z-]+(?: [A-Z]+)?)*"
 MAX_LISTS_PER_STEP = 4096  # the batch size's bound (core.training.config)
 
 
