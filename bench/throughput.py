@@ -168,7 +168,7 @@ def run(opts: Options) -> None:
     line("same embeddings", "; ".join(f"{name} {'yes' if d < 1e-5 else 'NO'} (max |diff| {d:.1e})"
                                       for name, d in diff.items()))
     if not gpu:
-        from core.models.encode_pool import usable_cores
+        from core.models.threads import usable_cores
 
         busy = usable_cores()
         with spinning(busy):

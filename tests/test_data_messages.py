@@ -104,5 +104,5 @@ def test_pairs_that_differ_only_in_what_the_model_ignores_are_refused_not_ranked
     df = pd.DataFrame({"text1": texts, "text2": [change(t) for t in texts], "score": [i % 5 for i in range(60)],
                        "split": ["train"] * 40 + ["test"] * 20})
     pairs = build_pairs(df, detect_pair_columns(df), name="p")
-    with pytest.raises(UserError, match="encodes the two texts of every test pair alike"):
+    with pytest.raises(UserError, match="reads the two texts of every test pair as the same tokens"):
         sts_scored(tiny_model, pairs)

@@ -209,7 +209,7 @@ def _content_entry(**changed: str) -> bytes:
     (".yaml", _content_entry(columns="{1: " + "a" * 16 + "}"), "corpus's columns must map each column name"),
     (".yaml", _content_entry(content="b" * 64), "the entry was edited, so it cannot say which file it names"),
     (".yaml", _content_entry(content="[1]"), "the entry was edited, so it cannot say which file it names"),
-    (".yaml", b"corpus: {name: x.csv, name: y.csv}\n", "corpus"),
+    (".yaml", b"corpus: {name: x.csv, name: y.csv}\n", "the key 'name' is given twice"),
 ])
 def test_a_hostile_config_file_is_one_line_exit_2(suffix, body, said, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -260,7 +260,7 @@ def test_a_split_without_scores_or_with_one_score_is_refused(tmp_path):
         selection_pairs(cfg, load_pairs(unscored))
     message = str(caught.value)
     assert len(message.splitlines()) == 1 and "its splits: 'train' (12 rows), 'validation' (24 rows)" in message
-    assert "0 usable pairs" in message
+    assert "marks as test or validation all lack a score in 'score'" in message
 
 
 def test_a_run_refuses_a_bad_split_before_loading_a_model(tmp_path, monkeypatch):

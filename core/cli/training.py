@@ -218,7 +218,7 @@ def _check_processes(nproc: int, device: object, oversubscribe: bool) -> None:
     config's `nproc: 64` on a 2-core laptop started 64 trainers. Refused unless --oversubscribe."""
     if nproc == 1 or oversubscribe:
         return
-    from core.models.encode_pool import usable_cores
+    from core.models.threads import usable_cores
     from core.models.loading import visible_gpus
 
     gpus = 0 if str(device or "").strip().lower() == "cpu" else visible_gpus()

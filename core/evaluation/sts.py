@@ -14,9 +14,6 @@ from core.evaluation.items import ITEMS, ITEMS_OF, items_key
 from core.models.encode import encode_cached
 
 
-SAME_COSINE = 1e-5  # a pair this close to cosine 1 is one text to the model (an uncased model and a case-only change)
-
-
 def pair_texts(pairs: PairCorpus) -> list[str]:
     """The distinct texts of the target pairs, in first-seen order: what one STS evaluation encodes."""
     return list(dict.fromkeys([*pairs.test.text1, *pairs.test.text2]))
@@ -40,12 +37,24 @@ def pair_cosines(model, pairs: PairCorpus, batch_size: int = 64,
     row = {text: i for i, text in enumerate(texts)}
     first = emb[[row[t] for t in target.text1]]
     second = emb[[row[t] for t in target.text2]]
-    cosine = (first * second).sum(axis=1)
-    if np.all(cosine >= 1 - SAME_COSINE):
-        raise UserError(f"The model encodes the two texts of every {pairs.target_split} pair alike (cosine 1 within "
-                        f"{SAME_COSINE:g}): they differ only in what it does not see (case, spacing), so STS Spearman "
-                        "would rank rounding noise; check the pairs.")
-    return cosine
+    _check_seen_apart(model, target.text1, target.text2, pairs.target_split)
+    return (first * second).sum(axis=1)
+
+
+def _check_seen_apart(model, text1: list[str], text2: list[str], split: str) -> None:
+    """Refuse target pairs whose two texts the model reads as the same tokens (an uncased model and a case-only
+    change, doubled spaces): their cosines are 1 up to rounding, and STS Spearman would rank that noise. Compared as
+    the model's tokenizer sees them, so a degenerate model whose cosines are all near 1 is not mistaken for it."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None or not text1:
+        return
+    texts = list(dict.fromkeys([*text1, *text2]))
+    ids = dict(zip(texts, map(tuple, tokenizer(texts, add_special_tokens=False, truncation=False,
+                                               return_attention_mask=False)["input_ids"])))
+    if all(ids[a] == ids[b] for a, b in zip(text1, text2)):
+        raise UserError(f"The model reads the two texts of every {split} pair as the same tokens (they differ only "
+                        "in case or spacing, which its tokenizer drops), so every cosine is 1 and STS Spearman would "
+                        "rank rounding noise; check the pairs.")
 
 
 def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | None = None) -> dict:

@@ -14,7 +14,7 @@
   it reproduces torch within ``TOLERANCE``: ``Graph``, ``encoder_graph``, ``below_graph``, ``applies``, ``choice``,
   ``mean_pool``.
 - ``threads``: torch's CPU threads sized from the cores other work leaves free (oversubscribed threads collapse):
-  ``free_cores``, ``threads_for_free_cores``.
+  ``usable_cores``, ``free_cores``, ``threads_for_free_cores``.
 - ``rates``: this machine's measured encoding rate per architecture, for ETAs: ``encode_rate``, ``record_rate``,
   ``EncodeClock``.
 - ``ata``: anchor-token-aware pooling as sentence-transformers modules: ``ATATransformer``, ``ATAPooling``,

@@ -44,6 +44,7 @@ from transformers import PreTrainedModel
 
 from core.errors import UserError, shorten
 from core.models.loading import model_fingerprint
+from core.models.threads import usable_cores
 
 ENV = "CONTRASTLAB_ENCODE_WORKERS"
 IDLE_ENV = "CONTRASTLAB_ENCODE_IDLE_S"
@@ -69,11 +70,6 @@ Handle = Callable[[np.ndarray, Any], None]  # handle(rows, result), called as ea
 
 class WorkerError(RuntimeError):
     """A worker's exception, with its message; the worker and the pool carry on."""
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask, which a container or taskset narrows)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def workers() -> int:

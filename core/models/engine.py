@@ -35,8 +35,7 @@ import torch
 
 from core.errors import UserError, shorten
 from core.models.loading import model_fingerprint
-from core.models.encode_pool import usable_cores
-from core.models.threads import free_cores
+from core.models.threads import free_cores, usable_cores
 from core.storage import cache_dir, write_atomic
 
 ENV = "CONTRASTLAB_ENGINE"

@@ -19,6 +19,11 @@ SAMPLE_S = 0.1  # how long the cores' use is sampled: a short, current view (the
 BUSY_PERCENT = 50.0  # a core at least this busy with other work is taken
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, which a container or taskset narrows)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def free_cores(sample_s: float = SAMPLE_S) -> int:
     """The usable cores (this process's affinity) under BUSY_PERCENT use right now; at least 1."""
     usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
