@@ -50,8 +50,15 @@ def test_the_graph_gives_torchs_embeddings_and_layers_and_is_exported_once(tiny_
     assert runs and np.allclose(again.embeddings, reference.embeddings[:5], atol=engine.TOLERANCE)
 
 
+def _busy(monkeypatch, free: int) -> None:
+    """A 2-core machine with `free` cores that other work leaves."""
+    monkeypatch.setattr(engine, "free_cores", lambda: free)
+    monkeypatch.setattr(engine, "usable_cores", lambda: 2)
+
+
 def test_auto_exports_only_for_a_long_encode_then_uses_the_graph_for_any(tiny_model, monkeypatch):
     monkeypatch.setenv(engine.ENV, "auto")
+    _busy(monkeypatch, free=1)
     fingerprint = model_fingerprint(tiny_model)
     encode_cached(tiny_model, TEXTS, fingerprint=fingerprint)
     assert _graphs() == []  # 41 texts: an export would cost more than it saves
@@ -169,3 +176,15 @@ def test_an_encode_samples_the_free_cores_once_and_spins_only_with_every_core_fr
     free["cores"] = 1
     encode(tiny_model, TEXTS * 4, batch_size=8)
     assert samples == [1, 1] and made == [(2, True), (1, False)]
+
+
+def test_auto_leaves_an_idle_machine_to_torch(tiny_model, monkeypatch):
+    """On an idle 2-core machine torch encoded as fast as ONNX Runtime or faster (engine.MIN_TEXTS's note)."""
+    monkeypatch.setenv(engine.ENV, "auto")
+    monkeypatch.setattr(engine, "MIN_TEXTS", len(TEXTS))
+    _busy(monkeypatch, free=2)
+    encode(tiny_model, TEXTS)
+    assert _graphs() == []
+    _busy(monkeypatch, free=1)
+    encode(tiny_model, TEXTS)
+    assert _graphs() == [f"{model_fingerprint(tiny_model)}-encode.onnx"]
