@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.data.corpus import LEAK_EXAMPLES
+from core.data.corpus import LEAK_EXAMPLES, leak_text
 from core.errors import UserError
 
 
@@ -47,18 +47,21 @@ class Leaks:
 
 def find_leaks(train: Sequence[Sequence[str]], target: Sequence[Sequence[str]],
                key: Callable[[Sequence[str]], Hashable], texts: Callable[[Sequence[str]], Sequence[str]]) -> Leaks:
-    """Each item is a sequence of texts (exact, after cleaning); `key(item)` is equal for two items that are the
-    same, `texts(item)` the texts of a target item looked for among every text of the training items."""
+    """Each item is a sequence of texts, compared as leak_text gives them (case and spacing ignored); `key(item)` is
+    equal for two items that are the same, `texts(item)` the texts of a target item looked for among every text of
+    the training items. The examples are the target's texts as written."""
+    train = [[leak_text(t) for t in item] for item in train]
+    compared = [[leak_text(t) for t in item] for item in target]
     train_keys = {key(item) for item in train}
     train_texts = {text for item in train for text in item}
-    leaked = np.fromiter((key(item) in train_keys for item in target), dtype=bool, count=len(target))
-    shared = np.fromiter((any(t in train_texts for t in texts(item)) for item in target), dtype=bool,
+    leaked = np.fromiter((key(item) in train_keys for item in compared), dtype=bool, count=len(target))
+    shared = np.fromiter((any(t in train_texts for t in texts(item)) for item in compared), dtype=bool,
                          count=len(target)) | leaked
     examples: list[str] = []
     for i in np.flatnonzero(shared & ~leaked):
         if len(examples) >= LEAK_EXAMPLES:
             break
-        examples += [t for t in texts(target[i]) if t in train_texts and t not in examples]
+        examples += [t for t, c in zip(texts(target[i]), texts(compared[i])) if c in train_texts and t not in examples]
     return Leaks(leaked=leaked, shared=shared, shared_examples=examples[:LEAK_EXAMPLES])
 
 
