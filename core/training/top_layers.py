@@ -70,16 +70,22 @@ class TopLayers(torch.nn.Module):
     @torch.no_grad()
     def lower(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
               token_type_ids: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """The hidden states entering the top layers, one (length, hidden) tensor per row, padding removed."""
+        """The hidden states entering the top layers, one (length, hidden) tensor per row, padding removed: the
+        embeddings and the layers below the split only (running the whole model cost the layers above too)."""
         was_training = self.hf.training
         self.hf.eval()  # the frozen part without dropout: the same states every time
         try:
             extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            out = self.hf(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                          return_dict=True, **extra)
+            hidden = self.hf.embeddings(input_ids=input_ids, **extra)
+            project = getattr(self.hf, "embeddings_project", None)  # ELECTRA: embeddings narrower than its layers
+            if project is not None:
+                hidden = project(hidden)
+            mask = _attention_mask(self.hf.config, hidden, attention_mask)
+            for layer in self.hf.encoder.layer[: self.split]:
+                hidden = layer(hidden, mask)
         finally:
             self.hf.train(was_training)
-        hidden = out.hidden_states[self.split].float().cpu()
+        hidden = hidden.float().cpu()
         return [hidden[row, : int(length)].clone() for row, length in enumerate(attention_mask.sum(1).tolist())]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -104,13 +110,18 @@ class TopLayers(torch.nn.Module):
         for row, (key, n) in enumerate(zip(keys, lengths)):
             hidden[row, :n] = self.states[key].to(hidden.device)
         hidden = hidden.to(next(self.hf.parameters()).dtype)
-        # Imported here: it loads torch._dynamo (4 s of a CLI `quick` call that only asks supports_top_layers).
-        from transformers.masking_utils import create_bidirectional_mask
-
-        mask = create_bidirectional_mask(config=self.hf.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        mask = _attention_mask(self.hf.config, hidden, attention_mask)
         for layer in self.hf.encoder.layer[self.split:]:
             hidden = layer(hidden, mask)
         return BaseModelOutput(last_hidden_state=hidden)
+
+
+def _attention_mask(config, hidden: torch.Tensor, attention_mask: torch.Tensor):
+    """The mask the model's layers take, as the model builds it from the padding mask."""
+    # Imported here: it loads torch._dynamo (4 s of a CLI `quick` call that only asks supports_top_layers).
+    from transformers.masking_utils import create_bidirectional_mask
+
+    return create_bidirectional_mask(config=config, inputs_embeds=hidden, attention_mask=attention_mask)
 
 
 def split_layer(model, top: int) -> int:
