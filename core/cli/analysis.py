@@ -10,7 +10,7 @@ from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE, intervals_text
 from core.evaluation.uncertainty import figure_interval
 from core.models.loading import DEFAULT_MODEL, load_model
-from core.runs.store import DAMAGED, RunStore
+from core.runs.store import RunStore
 
 
 def cmd_evaluate(args) -> dict:
@@ -196,7 +196,7 @@ def _finished_run(run_id: str):
 def _compared(store: RunStore, run_id: str):
     """A run with figures to compare: a finished training run (its evaluation after training)."""
     run = store.get(run_id)  # a UserError when there is none
-    if run.error and run.error.startswith(DAMAGED):
+    if run.damaged:
         raise UserError(f"Run {run_id} has a {run.error}; its figures cannot be compared.")
     if run.status != "done" or not run.metrics_after:
         raise UserError(f"Run {run_id} is {run.status} and has no evaluation after training to compare; pick a "

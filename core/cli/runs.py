@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.evaluation.headline import HEADLINE
 from core.runs.labels import knob_value, shown_text
-from core.runs.store import DAMAGED, RunStore
+from core.runs.store import RunStore
 
 
 def cmd_runs(args) -> dict:
@@ -14,7 +14,7 @@ def cmd_runs(args) -> dict:
     return {"runs": [
         {"run_id": r.id, "kind": r.kind, "status": r.status, "recipe": r.config.get("recipe"),
          "margin": knob_value(r.config), "settings": shown_text(r), "sweep_id": r.sweep_id, "after": r.metrics_after,
-         "error": r.error}
+         "error": r.error, "damaged": r.damaged}
         for r in store.list(with_losses=False)]}
 
 
@@ -37,7 +37,7 @@ def print_runs(r: dict) -> None:
         print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
               f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}"
               + (f"  {c['settings']}" if c.get("settings") else "")
-              + (f"  [{c['error']}]" if str(c.get("error") or "").startswith(DAMAGED) else ""))
+              + (f"  [{c['error']}]" if c.get("damaged") else ""))
 
 
 def print_export(r: dict) -> None:

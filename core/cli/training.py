@@ -218,8 +218,8 @@ def _check_processes(nproc: int, device: object, oversubscribe: bool) -> None:
     config's `nproc: 64` on a 2-core laptop started 64 trainers. Refused unless --oversubscribe."""
     if nproc == 1 or oversubscribe:
         return
-    from core.models.threads import usable_cores
     from core.models.loading import visible_gpus
+    from core.models.threads import usable_cores
 
     gpus = 0 if str(device or "").strip().lower() == "cpu" else visible_gpus()
     have, what = (gpus, "GPUs") if gpus else (usable_cores(), "CPU cores")

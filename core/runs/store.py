@@ -121,6 +121,7 @@ class Run:
     note: str = ""
     tags: list[str] = field(default_factory=list)
     corpus_name: str | None = None  # the corpus as the user named it (an upload's file name); None: not recorded
+    damaged: list[str] = field(default_factory=list)  # stored fields whose JSON could not be read (see `error`)
 
     @property
     def active(self) -> bool:
@@ -445,13 +446,13 @@ class RunStore:
         values = {column: _read(row[column], column, damaged)
                   for column in ("config", "progress", "metrics_before", "metrics_after", "artefacts", "tags")}
         error = row["error"]
-        if damaged:
-            what = ", ".join(dict.fromkeys("history" if column == "point" else column for column in damaged))
-            error = f"{DAMAGED}: its stored {what} could not be read" + (f"; {error}" if error else "")
+        fields = list(dict.fromkeys("history" if column == "point" else column for column in damaged))
+        if fields:
+            error = f"{DAMAGED}: its stored {', '.join(fields)} could not be read" + (f"; {error}" if error else "")
         return Run(id=row["id"], kind=row["kind"], status=row["status"], created=row["created"],
                    started=row["started"], finished=row["finished"], history=history, losses=losses, error=error,
                    pid=row["pid"], sweep_id=row["sweep_id"], cancel_requested=bool(row["cancel_requested"]),
-                   note=row["note"], corpus_name=row["corpus_name"], **values)
+                   note=row["note"], corpus_name=row["corpus_name"], damaged=fields, **values)
 
     def finished(self, corpus_fingerprint: str) -> list[Run]:
         """Done train runs trained on this corpus (by content fingerprint) whose model is still on disk,
