@@ -24,6 +24,7 @@ from core.models.encode import encode
 from core.runs.store import RunStore
 from core.training.config import TrainConfig
 from core.training.mgh import ORDERS, band_at, band_callback, band_phases, banded_examples
+from core.training.recipes import get_recipe
 from core.training.trainer import run_training
 from tests.conftest import shared_data
 
@@ -171,6 +172,14 @@ def test_a_corpus_too_small_for_the_bands_says_to_lower_the_edges():
     labels = np.arange(30) % 3  # 20 other-label texts per anchor, the default N4 starts at rank 51
     with pytest.raises(UserError, match="lower the band edges"):
         build_banded(texts, labels, random_unit(30), SETTINGS)
+
+
+@pytest.mark.parametrize(("bands", "fits"), [("5,10,20,48", True), ("5,10,20,49", False), ("1,2,3,4", True)])
+def test_the_recipe_checks_the_last_band_against_the_other_label_texts_before_mining(tmp_path, bands, fits):
+    corpus = load_corpus(labelled_csv(tmp_path))  # 12, 24, 24 training texts: at most 48 of other labels
+    need = get_recipe("mgh").needs(TrainConfig(corpus="x.csv", recipe="mgh", bands=bands), corpus)
+    assert (need is None) == fits, need
+    assert fits or (need.startswith("labelled is too small for the bands") and "\n" not in need)
 
 
 def test_a_run_on_too_small_a_corpus_is_refused_in_one_sentence(tmp_path, tiny_model):
@@ -386,7 +395,8 @@ LABELS = ["animal", "place", "sound"]
 
 
 def labelled_csv(tmp_path: Path) -> Path:
-    """72 distinct texts in 3 classes, every sixth a test row: 20 training texts per class, so 40 of other labels."""
+    """72 distinct texts in 3 classes, every sixth a test row (all of the first class): 12, 24 and 24 training
+    texts, so 36 to 48 of other labels."""
     rows = [{"text": f"the {THINGS[i % 10]} and the {LABELS[i % 3]} near the {THINGS[(3 * i + 1) % 10]} {i}",
              "label": LABELS[i % 3], "split": "test" if i % 6 == 0 else "train"} for i in range(72)]
     path = tmp_path / "labelled.csv"
@@ -478,9 +488,12 @@ def test_cli_trains_mgh_in_reverse(tmp_path, tiny_model_dir, capsys):
     (["--order", "fixed:9"], "order must be one of"),
     (["--bands", "5,20,50"], "bands must be four increasing"),
     (["--bands", "nan,1,2,3"], "bands must be four increasing"),
+    ([], "too small for the bands 5,20,50,100"),  # at most 48 other-label texts per anchor: refused before encoding
+    (["--bands", "5,10,20,49"], "no training text has more than 48 other-label texts"),
 ])
 def test_cli_refuses_a_bad_order_or_bands_in_one_line_without_a_run(tmp_path, args, message, capsys):
     assert main(["train", str(labelled_csv(tmp_path)), "--recipe", "mgh", *args]) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and message in err and len(err.strip().splitlines()) == 1
+    errors = [line for line in err.strip().splitlines() if not line.startswith("warning: ")]  # the test set's size
+    assert "Traceback" not in err and message in err and len(errors) == 1
     assert RunStore().list() == []

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import core.jobs.launch
@@ -316,6 +317,18 @@ def test_a_data_file_with_other_columns_is_refused_before_a_run_naming_what_the_
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--text-col" not in err and "--label-col" not in err, err
     assert f"cannot use {stsb_dir / 'stsb.csv'}" in err and "it reads stsb.csv as text1, text2, score, split" in err
+    assert RunStore().list() == []
+
+
+def test_a_data_file_too_small_for_the_bands_is_refused_before_a_run(tmp_path, tiny_model_dir, capsys):
+    """It was caught only at mining, after the reference had encoded the corpus in a queued run (issue 33)."""
+    rows = [{"text": f"question {i} about thing {i % 7}", "label": f"c{i % 3}", "split": "test" if i % 5 == 0 else
+             "train"} for i in range(90)]  # 72 training texts: at most 48 of other labels, N4 ends at rank 100
+    pd.DataFrame(rows).to_csv(tmp_path / "trec.csv", index=False)
+    assert main(["reproduce", "mgh", "--quick", "--data", str(tmp_path), "--model", str(tiny_model_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"cannot use {tmp_path / 'trec.csv'} for its arm" in err, err
+    assert "too small for the bands 5,20,50,100" in err and "more than 48 other-label texts" in err
     assert RunStore().list() == []
 
 

@@ -87,6 +87,23 @@ def banded_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None
     return examples.frame[TEXT_COLUMNS].pipe(_dataset), {**examples.stats, "order": cfg.order, "preview": preview}
 
 
+def bands_needs(cfg, corpus) -> str | None:
+    """Refuse, before the reference encodes anything, a corpus too small for the last band: an anchor needs at least
+    as many other-label texts in the mined train sample as N4's last rank (mining would find no anchor)."""
+    from core.data.bands import parse_edges
+    from core.evaluation.evaluate import EvalSettings, eval_sets
+
+    last = parse_edges(cfg.bands)[-1]
+    labels = eval_sets(corpus, EvalSettings()).train_labels
+    _values, counts = np.unique(labels, return_counts=True)
+    most = len(labels) - int(counts.min()) if len(counts) else 0
+    if most < last:
+        return (f"{corpus.name} is too small for the bands {cfg.bands}: N4 ends at other-label rank {last}, and no "
+                f"training text has more than {most:,} other-label texts among the {len(labels):,} mined: use a larger "
+                "corpus or lower the band edges.")
+    return None
+
+
 def _dataset(frame):
     from datasets import Dataset
 
@@ -116,6 +133,6 @@ MGH = [
                          "threshold; each gives one row with the anchor's four band negatives.", low=1, high=100),
                    Param("threshold", float, 0.5, "Cosine threshold", "Positives below it are not used (negatives "
                          "come from their bands whatever their cosine).", low=-1.0, high=1.0, step=0.05)),
-           callbacks=lambda cfg, loss: [band_callback(loss, cfg.order, cfg.seed)],
+           needs=bands_needs, callbacks=lambda cfg, loss: [band_callback(loss, cfg.order, cfg.seed)],
            phases=lambda cfg, total: band_phases(cfg.order, total), shown=("order",)),
 ]
