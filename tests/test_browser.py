@@ -29,7 +29,10 @@ SCREENSHOTS = Path(os.environ.get("CONTRASTLAB_SCREENSHOTS") or ROOT / "test-art
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 START_TIMEOUT_S = 40
-STEP_TIMEOUT_MS = 30_000
+# A step waits on a whole page rerun in the server. On CI's 2 cores the browser modules run beside 4-rank DDP training
+# (load up to 6.6): the Runs page's first render took 11.6 s beside 3 spinning processes, and a note's save (two
+# reruns) once passed playwright's default 30 s there while it takes 1.3 s alone.
+STEP_TIMEOUT_MS = 60_000  # as the explicit waits for a first render
 VIEWPORT = {"width": 1400, "height": 1000}
 NARROW_WIDTH = 1280
 
