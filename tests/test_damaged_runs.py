@@ -45,6 +45,11 @@ def test_runs_lists_a_damaged_run_as_damaged_and_the_others_as_usual(column, tex
     assert len(err.splitlines()) == 1 and bad in err and DAMAGED in err, err
     run = RunStore().get(bad)
     assert isinstance(run.config, dict) and isinstance(run.tags, list) and isinstance(run.artefacts, dict)
+    # an export would write an empty config ({}) or card figures as the run's: refused, except for damaged tags
+    assert main(["export", bad, "--out", str(home() / "exports")]) == 2
+    err = capsys.readouterr().err.strip()
+    wanted = DAMAGED if column != "tags" else "has no saved model"  # the model folder of _runs does not exist
+    assert len(err.splitlines()) == 1 and wanted in err, err
 
 
 def test_a_history_point_that_cannot_be_read_is_left_out_of_the_curve():

@@ -37,6 +37,26 @@ def test_labelled_rows_with_an_empty_label_are_counted():
     assert "414 of 829 rows dropped because their label in 'label' is empty." in corpus.report.warnings
 
 
+@pytest.mark.parametrize("marker", ["nan", "NaN", "None", "NULL", "n/a", "#N/A", "-", " ? "])
+def test_labels_that_mark_a_missing_value_are_dropped_and_named_not_made_a_class(marker):
+    """The file reader keeps "nan" as text (a text can read "NA"); as a label it made a class of its own."""
+    df = pd.DataFrame({"text": [f"text number {i}" for i in range(60)],
+                       "label": [marker if i % 3 == 0 else "ab"[i % 2] for i in range(60)]})
+    corpus = build_corpus(df, detect_columns(df), name="l")
+    assert corpus.classes == ["a", "b"]
+    assert f"20 of 60 rows dropped because their label in 'label' is empty or a missing-value marker " \
+           f"({marker.strip()!r})." in corpus.report.warnings
+    df["split"] = ["test" if i % 3 == 0 else "train" for i in range(60)]  # every test label a marker: refused
+    with pytest.raises(UserError, match="The 20 rows that 'split' marks as test or validation all lack a label"):
+        build_corpus(df, detect_columns(df), name="l")
+
+
+def test_a_label_that_only_contains_a_marker_word_is_a_label():
+    df = pd.DataFrame({"text": [f"text number {i}" for i in range(40)],
+                       "label": ["none of these" if i % 2 else "nanny" for i in range(40)]})
+    assert build_corpus(df, detect_columns(df), name="l").classes == ["nanny", "none of these"]
+
+
 @pytest.mark.parametrize("kind", ["pairs", "labelled"])
 def test_test_rows_that_all_lack_their_value_are_named_not_blamed_on_the_split(kind):
     if kind == "pairs":

@@ -55,3 +55,16 @@ def test_train_refuses_a_flag_the_kind_ignores_before_a_run_row(flags, which, pa
 
 def test_published_refuses_a_list_shape_for_pairs(pairs, capsys):
     _refused(capsys, ["published", pairs, "--list-shape", "star"], "--list-shape")
+
+
+@pytest.mark.parametrize("argv", [["maps", "{demo}", "--k", "5", "--out", "{out}"],
+                                  ["maps", "{demo}", "--k", "labelled", "--out", "{out}"],
+                                  ["quick", "{demo}", "--margin", "0.1", "--k", "5"],
+                                  ["runs", "--js"]])
+def test_an_abbreviated_flag_is_not_read_as_a_longer_one(argv, tmp_path, capsys):
+    """argparse read `maps --k 5` as --kind 5 ("kind must be one of …; got '5'") and `--k labelled` as --kind."""
+    with pytest.raises(SystemExit) as exited:
+        main([a.format(demo=ASSETS / "demo_corpus.csv", out=tmp_path / "maps") for a in argv])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "unrecognized arguments: --" in err, err
+    assert not (tmp_path / "maps").exists()

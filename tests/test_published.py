@@ -70,6 +70,7 @@ def test_figures_round_trip_in_the_shown_unit_per_corpus():
     ("polarity", "-inf", "", "The published P@k must be a finite number; got '-inf'."),
     ("polarity", "abc", "", "The published P@k must be a number such as 77.6; got 'abc'."),
     ("polarity", "", "", "The published P@k must be a number such as 77.6; got ''."),
+    ("polarity", "8_5", "", "The published P@k must be a number such as 77.6; got '8_5'."),  # float() reads 85
     ("polarity", True, "", "The published P@k must be a number such as 77.6; got True."),
     ("polarity", None, "", "The published P@k must be a number such as 77.6; got None."),
     ("polarity", [1], "", "The published P@k must be a number such as 77.6; got [1]."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
 from core.cli.common import DISCOUNT, K_PARAM, LIST_SHAPE, corpus_args, leak_arg
 from core.cli.training import train_args
@@ -14,8 +15,11 @@ from core.training.recipes import RECIPES
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m core", description="ContrastLab headless commands")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="python -m core", description="ContrastLab headless commands",
+                                     allow_abbrev=False)
+    # No abbreviated flags: `maps --k 5` was read as --kind 5 (and `--k labelled` as --kind labelled, in silence).
+    sub = parser.add_subparsers(dest="command", required=True,
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     ev = sub.add_parser("evaluate", help="P@k, S@k, kNN and linear-probe accuracy of a model on a labelled corpus; STS "
                         "Spearman on a pair corpus; ordering accuracy and Kendall tau on a list corpus")
     corpus_args(ev)

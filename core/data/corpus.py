@@ -16,7 +16,7 @@ import unicodedata
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -564,7 +564,7 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
     empty = texts.eq("").to_numpy()
     missing = labels.isna().to_numpy() & ~empty
     keep = ~empty & ~missing
-    dropped_rows(missing, len(df), "label", columns.label, warnings)
+    dropped_rows(missing, len(df), "label", columns.label, warnings, missing_markers(df[columns.label]))
     splits = clean_splits(df[columns.split]) if columns.split else None
     check_target_values(splits, missing, keep, "label", columns.label, columns.split)
     texts, labels = texts[keep].reset_index(drop=True), labels[keep].reset_index(drop=True).astype(str)
@@ -665,7 +665,7 @@ def _clean_labels(series: pd.Series, col: str) -> pd.Series:
         return series.map(lambda v: None if is_missing(v) else str(int(v))).astype(object)
     if pd.api.types.is_numeric_dtype(series):
         return _numeric_labels(series.astype(float), col)
-    as_str = series.map(lambda v: None if is_missing(v) or str(v).strip() == "" else str(v).strip()).astype(object)
+    as_str = series.map(lambda v: None if is_missing(v) or _marks_missing(str(v)) else str(v).strip()).astype(object)
     present = as_str.notna()
     if present.any() and as_str[present].map(lambda v: INT_RE.fullmatch(v) is not None).all():
         return as_str.map(lambda v: None if is_missing(v) else str(int(v))).astype(object)  # exact, as above
@@ -685,10 +685,17 @@ def _numeric_labels(values: pd.Series, col: str) -> pd.Series:
 
 
 def leak_text(text: str) -> str:
-    """A text as leakage compares it: Unicode-normalised (NFKC), case-folded, runs of whitespace made one space.
-    An uncased model reads "GOOD FILM" and "good  film" as one text, so a test text that is a training text in
-    other case or spacing is scored by memory as much as an exact repeat (kNN 0.86 with such leaks, 0.64 without)."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    """A text as leakage compares it: Unicode-normalised (NFKC), accents removed, case-folded, runs of whitespace made
+    one space. An uncased model reads "GOOD FILM", "good  film" and "gööd film" as one text (its tokenizer lower-cases
+    and strips accents), so a test text that is a training text in other case, spacing or accents is scored by
+    memory as much as an exact repeat (kNN 0.86 with such leaks, 0.64 without)."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    bare = unicodedata.normalize("NFC", ACCENTS.sub("", decomposed))
+    return " ".join(bare.casefold().split())
+
+
+ACCENTS = re.compile("[\u0300-\u036f]")  # the combining diacritics of Latin, Greek and Cyrillic letters; not kana's
+# voicing marks, which change the word ("ガ" is not "カ")
 
 
 def long_texts(texts: pd.Series, warnings: list[str]) -> None:
@@ -699,12 +706,15 @@ def long_texts(texts: pd.Series, warnings: list[str]) -> None:
                         "the encoder (most read 256 to 512 tokens).")
 
 
-def dropped_rows(missing: np.ndarray, rows: int, what: str, column: str, warnings: list[str]) -> None:
+def dropped_rows(missing: np.ndarray, rows: int, what: str, column: str, warnings: list[str],
+                 markers: Sequence[str] = ()) -> None:
     """Say how many rows were dropped for lacking `what` (a label, a score) in `column`: rows must never vanish from
-    the counts without a word, as those with an empty text do not."""
+    the counts without a word, as those with an empty text do not. `markers`: the missing-value markers read as
+    no label."""
     n = int(missing.sum())
     if n:
-        warnings.append(f"{n:,} of {rows:,} rows dropped because their {what} in '{column}' is empty.")
+        marked = f" or a missing-value marker ({', '.join(repr(m) for m in markers)})" if markers else ""
+        warnings.append(f"{n:,} of {rows:,} rows dropped because their {what} in '{column}' is empty{marked}.")
 
 
 def check_target_values(splits: pd.Series | None, missing: np.ndarray, keep: np.ndarray, what: str, column: str,
@@ -722,6 +732,20 @@ def check_target_values(splits: pd.Series | None, missing: np.ndarray, keep: np.
 
 def clean_splits(series: pd.Series) -> pd.Series:
     return series.map(lambda v: "" if is_missing(v) else str(v).strip().lower()).astype(object)
+
+
+# Labels a spreadsheet or pandas writes for a missing value: read as no label (dropped and counted, with the markers
+# named), not as a class of their own. Texts keep them ("NA" can be a text).
+MISSING_LABELS = frozenset({"nan", "none", "null", "n/a", "#n/a", "<na>", "-", "?"})
+
+
+def _marks_missing(label: str) -> bool:
+    return label.strip() == "" or label.strip().casefold() in MISSING_LABELS
+
+
+def missing_markers(series: pd.Series) -> list[str]:
+    """The missing-value markers (MISSING_LABELS) a label column holds, as written, so a drop can name them."""
+    return sorted({v.strip() for v in series if isinstance(v, str) and v.strip().casefold() in MISSING_LABELS})
 
 
 def is_missing(value) -> bool:

@@ -212,7 +212,7 @@ def checked_value(key: object, shown_value: object, unit: object = None) -> floa
     value = shown_value
     if isinstance(value, str):
         try:
-            value = float(value.strip()) if value.strip() else None
+            value = float(value.strip()) if value.strip() and "_" not in value else None  # float() reads 8_5 as 85
         except ValueError:
             value = None
         if value is None:

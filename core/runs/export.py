@@ -46,9 +46,14 @@ def export_name(run) -> str:
     return safe_name(f"{stem}-{run.id}", limit=EXPORT_NAME_CHARS)
 
 
+EXPORTED = {"config", "progress", "metrics_before", "metrics_after", "artefacts"}  # stored fields an export writes
+
+
 def finished_model(store: RunStore, run_id: str) -> Path:
     """The model directory of a done run; anything else is refused (no partial model is ever exported)."""
     run = store.get(run_id)
+    if set(run.damaged) & EXPORTED:  # the export would carry an empty config or card figures as if they were the run's
+        raise UserError(f"Run {run_id} has a {run.error}; an export would leave that out, so it is not exported.")
     if run.status != "done":
         raise UserError(f"Run {run_id} is {run.status}; only finished runs can be exported.")
     path = Path(run.artefacts.get("model", ""))
