@@ -1,6 +1,7 @@
 """Issue 33, as properties: a test item that repeats a training item in other case, spacing, accents or width is a
 leak, as an exact repeat is, in labelled, pair and list files alike (an uncased model reads "GOOD FILM", "good  film"
-and "gööd film" as one text); and a pair file whose every test pair differs only in case or spacing is refused by STS, not ranked."""
+and "gööd film" as one text); and a pair file whose every test pair differs only in case, spacing or accents is
+refused by STS, not ranked."""
 
 from __future__ import annotations
 

@@ -123,3 +123,14 @@ def test_the_corpus_page_keeps_no_figure_for_pairs_without_scores(app):
     assert not at.exception
     assert not [n for n in at.number_input if str(n.key).startswith("published_value")]
     assert any("reports no STS Spearman" in c.value for c in at.caption)
+
+
+def test_a_metric_the_corpus_never_reports_is_refused_before_its_unit_is_asked(capsys):
+    """`published labelled.csv --set sts_spearman=0.776` asked for --unit first, and with it said that a labelled
+    corpus reports no STS Spearman."""
+    from core.cli import main
+    from core.storage import ASSETS
+
+    assert main(["published", str(ASSETS / "demo_corpus.csv"), "--set", "sts_spearman=0.776"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "sts_spearman" in err and "--unit" not in err and len(err.splitlines()) == 1, err

@@ -112,16 +112,17 @@ def cmd_published(args) -> dict:
     if (args.k is not None or args.discount is not None) and args.set is None:
         raise UserError("--k and --discount say where a P@k or S@k you --set METRIC=VALUE was measured; give them "
                         "with --set.")
+    kind = kind_of(args)  # from the header only
     if args.set is not None:  # checked before the corpus is read: a bad value answers at once
         if "=" not in args.set:
             raise UserError(f"--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got {shorten(args.set)}.")
         key, value = (part.strip() for part in args.set.split("=", 1))
+        checked_metric(key, kind)  # a metric the corpus never reports is refused before its value's unit is asked
         checked_value(key, value, args.unit)
         checked_note(args.note)
         checked_setting(key, args.k, args.discount)
     elif args.remove is not None:
         checked_metric(args.remove)
-    kind = kind_of(args)
     shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
     refuse_flags({"--list-shape": args.list_shape}, kind, kind_words(args, kind))
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,

@@ -113,7 +113,7 @@ class ValidationReport:
     class_counts: dict[str, int]
     split_source: str
     warnings: list[str] = field(default_factory=list)
-    leaked: int = 0  # target rows whose text is also a training text (leak_text: case and spacing ignored)
+    leaked: int = 0  # target rows whose text is also a training text (leak_text: case, spacing, accents ignored)
     leaked_dropped: int = 0  # those of them dropped from the target split (drop_leaked)
     leaked_examples: list[str] = field(default_factory=list)  # the first few leaked texts
 

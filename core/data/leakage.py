@@ -47,9 +47,9 @@ class Leaks:
 
 def find_leaks(train: Sequence[Sequence[str]], target: Sequence[Sequence[str]],
                key: Callable[[Sequence[str]], Hashable], texts: Callable[[Sequence[str]], Sequence[str]]) -> Leaks:
-    """Each item is a sequence of texts, compared as leak_text gives them (case and spacing ignored); `key(item)` is
-    equal for two items that are the same, `texts(item)` the texts of a target item looked for among every text of
-    the training items. The examples are the target's texts as written."""
+    """Each item is a sequence of texts, compared as leak_text gives them (case, spacing, accents ignored);
+    `key(item)` is equal for two items that are the same, `texts(item)` the texts of a target item looked for among
+    every text of the training items. The examples are the target's texts as written."""
     train = [[leak_text(t) for t in item] for item in train]
     compared = [[leak_text(t) for t in item] for item in target]
     train_keys = {key(item) for item in train}

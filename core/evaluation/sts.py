@@ -53,8 +53,8 @@ def _check_seen_apart(model, text1: list[str], text2: list[str], split: str) -> 
                                                return_attention_mask=False)["input_ids"])))
     if all(ids[a] == ids[b] for a, b in zip(text1, text2)):
         raise UserError(f"The model reads the two texts of every {split} pair as the same tokens (they differ only "
-                        "in case, spacing or accents, which its tokenizer drops), so every cosine is 1 and STS Spearman would "
-                        "rank rounding noise; check the pairs.")
+                        "in case, spacing or accents, which its tokenizer drops), so every cosine is 1 and STS "
+                        "Spearman would rank rounding noise; check the pairs.")
 
 
 def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | None = None) -> dict:

@@ -72,9 +72,9 @@ GENERAL: tuple[Param, ...] = (
     Param("drop_duplicates", bool, False, "Drop duplicate texts", "Keep only the first row of each text a labelled "
           "corpus repeats, as the Corpus page's box does."),
     Param("drop_leaked", bool, False, "Drop leaked test texts", "Drop from the test split the items that are also "
-          "training items (ignoring case and spacing, as an uncased model reads them): of a labelled corpus its "
-          "texts; of a pair corpus the pairs of the same two texts in either order, not the pairs that only share "
-          "one text with a training pair "
+          "training items (ignoring case, spacing and accents, as an uncased model reads them): of a labelled "
+          "corpus its texts; of a pair corpus the pairs of the same two texts in either order, not the pairs that "
+          "only share one text with a training pair "
           "(counted in a warning: dropping those could empty an STS test split); of a list corpus the lists with "
           "the same anchor and members in any order, not those that only share the anchor."),
     Param("list_shape", str, "chain", "List shape", "What a list file's order states: 'chain' (every member an "
