@@ -3,6 +3,8 @@ on a labelled or pair corpus, --k / --eval-k, --discount and --knn-metric on a p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core.cli import main
@@ -68,3 +70,13 @@ def test_an_abbreviated_flag_is_not_read_as_a_longer_one(argv, tmp_path, capsys)
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "unrecognized arguments: --" in err, err
     assert not (tmp_path / "maps").exists()
+
+
+def test_a_k_larger_than_the_source_pool_is_said_not_cut_in_silence(tmp_path, tiny_model_dir, capsys):
+    """With one test text the pool holds 5 training texts: `--k 16` printed P@5 / S@5 without a word."""
+    rows = [f"text number {i},{'ab'[i % 2]},{'test' if i == 0 else 'train'}" for i in range(40)]
+    (tmp_path / "one.csv").write_text("text,label,split\n" + "\n".join(rows) + "\n")
+    assert main(["evaluate", str(tmp_path / "one.csv"), "--model", str(tiny_model_dir), "--k", "16", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["k"] == 5
+    assert "P@k and S@k are computed at k = 5, not the 16 asked for" in captured.err

@@ -43,6 +43,10 @@ def cmd_evaluate(args) -> dict:
     if labelled:
         result["reference"] = args.reference or result["model"]
         result["targets"] = corpus.target_split
+        if result["k"] < k:  # the source pool is smaller than k: P@k / S@k were computed at the pool's size
+            warn_line(f"P@k and S@k are computed at k = {result['k']}, not the {k} asked for: the source pool holds "
+                      f"only {result['k']} training texts ({settings.pool_factor} per {corpus.target_split} text, at "
+                      "most the training split).")
     _warn_interval(result)
     from core.evaluation.published import beside, published
 
