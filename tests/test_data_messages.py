@@ -126,3 +126,15 @@ def test_pairs_that_differ_only_in_what_the_model_ignores_are_refused_not_ranked
     pairs = build_pairs(df, detect_pair_columns(df), name="p")
     with pytest.raises(UserError, match="reads the two texts of every test pair as the same tokens"):
         sts_scored(tiny_model, pairs)
+
+
+def test_pairs_that_differ_only_in_case_spacing_or_accents_are_counted_beside_identical_ones():
+    """8 of 12 test pairs that an uncased model reads as one text were counted as 2, the byte-identical ones only."""
+    variants = [str.upper, lambda t: t.replace(" ", "\t"), lambda t: t.replace("e", "é"), lambda t: t]
+    rows = [f"first text {i},second text {i},{i % 5},train" for i in range(40)]
+    rows += [f"pair text {i},{variants[i % 4](f'pair text {i}') if i < 8 else f'other {i}'},{i % 5},test"
+             for i in range(12)]
+    corpus = _pairs("text1,text2,score,split\n" + "\n".join(rows) + "\n")
+    assert "2 pairs have two identical texts (cosine 1 under any model)." in corpus.report.warnings
+    assert ("6 more pairs differ only in case, spacing or accents (cosine 1 under an uncased model, whatever the gold "
+            "score).") in corpus.report.warnings
