@@ -182,6 +182,8 @@ def test_one_folder_named_twice_by_two_paths_is_one_teacher_named_twice(tmp_path
         assert main(["train", str(corpus), "--recipe", "raoe", "--teacher", teacher]) == 2, teacher
         err = capsys.readouterr().err
         assert "is named twice" in err and "one model" in err and len(err.strip().splitlines()) == 1, err
+        first, second = (name for name in teacher.split(",") if name != "reference")
+        assert f"(as {first!r} and {second!r}, one model)" in err, err  # both spellings whole, however long
     assert RunStore().list() == []
 
 

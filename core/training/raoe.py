@@ -35,6 +35,7 @@ TEACHER_HELP = ("Where the score s comes from: 'reference' (the frozen reference
                 "corpus's own score column), or a model name or folder whose cosine is used; several, separated by "
                 "commas, average their cosines (the paper averages two teachers stronger than the student).")
 PAPER_BATCH = 512  # seed 001's batch: the rank margin I is given at it
+PATH_CHARS = 300  # a teacher path quoted whole in a message (a longer one is cut, as any quoted value)
 
 
 def effective_interval(interval: int, batch_size: int) -> float:
@@ -83,7 +84,9 @@ def check_teacher(value: str) -> str:
     twice = next((i for i, key in enumerate(seen) if key in seen[:i]), None)
     if twice is not None:
         first = names[seen.index(seen[twice])]
-        again = "" if first == names[twice] else f" (as {shorten(first)} and {shorten(names[twice])}, one model)"
+        # whole paths up to PATH_CHARS: cut at 40 characters, `/long/path/x` and `/long/path/x/` read the same
+        again = ("" if first == names[twice] else
+                 f" (as {shorten(first, PATH_CHARS)} and {shorten(names[twice], PATH_CHARS)}, one model)")
         raise UserError(f"teacher {shorten(names[twice])} is named twice in {shorten(value)}{again}; name each "
                         "teacher once.")
     if "score" in names and len(names) > 1:
