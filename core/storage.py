@@ -42,7 +42,8 @@ def home() -> Path:
 
 
 def cache_dir(kind: str) -> Path:
-    """home/cache/<kind>: 'embeddings', 'projections', 'examples', 'results'; clearing home/cache clears them all."""
+    """home/cache/<kind>: 'embeddings', 'projections', 'examples', 'results', 'fingerprints', ...; clearing home/cache
+    clears them all."""
     return home() / "cache" / kind
 
 
@@ -111,6 +112,11 @@ def result_entry(key_parts: object) -> Path:
     """An evaluation's result (a JSON object), keyed by the fingerprints of the models, the corpus and the settings
     it was computed from (core.evaluation.corpus_eval builds the parts)."""
     return cache_dir("results") / f"{key_hash(key_parts)}.json"
+
+
+def fingerprint_entry(key_parts: object) -> Path:
+    """A saved model's fingerprint, keyed by its folder's files (core.models.loading.remember_fingerprint)."""
+    return cache_dir("fingerprints") / f"{key_hash(key_parts)}.json"
 
 
 def items_entry(ref: str) -> Path:

@@ -1,6 +1,9 @@
 """Shared fixtures: an isolated ContrastLab home and a tiny random BERT (no downloads)."""
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # No pre-warmed workers (core.jobs.standby) outliving a test; tests/test_standby.py turns them on where tested.
 os.environ["CONTRASTLAB_STANDBY_S"] = "0"
+# A home for what session fixtures write before a test's own home is set (load_model remembers a fingerprint):
+# never the repository's .contrastlab.
+os.environ["CONTRASTLAB_HOME"] = _SESSION_HOME = tempfile.mkdtemp(prefix="contrastlab-session-")
+atexit.register(shutil.rmtree, _SESSION_HOME, ignore_errors=True)
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402

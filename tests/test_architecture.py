@@ -140,3 +140,18 @@ def test_a_cli_quick_call_does_not_load_torch_dynamo():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
+
+
+def test_reading_cached_figures_needs_neither_sentence_transformers_nor_scikit_learn_nor_scipy_stats():
+    """`layers --compare`, `maps` and a repeated `evaluate` read cached states and results: importing
+    sentence-transformers (6 s), scikit-learn (1.3 s) and scipy.stats (1 s) at the top of the modules they use made
+    half of `layers --compare`'s 14 s (issue 32). Each is imported where a model runs or a figure is computed."""
+    import subprocess
+    import sys
+
+    code = ("import sys, core.cli.analysis, core.evaluation.evaluate, core.evaluation.corpus_eval, core.analysis.maps, "
+            "core.data.kinds; "
+            "print(sorted(m for m in ('sentence_transformers', 'sklearn', 'scipy.stats') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]", out.stdout

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
+import torch
 from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator, SimilarityFunction
 
 import core.evaluation.evaluate as evaluate_module
@@ -19,7 +22,9 @@ from core.data.pairs import load_pairs
 from core.evaluation.corpus_eval import evaluate_corpus, evaluation_texts
 from core.evaluation.evaluate import EvalSettings, compare_layers, eval_sets
 from core.evaluation.sts import sts_spearman
-from core.models.loading import load_model, model_fingerprint
+import core.models.loading as loading
+from core.errors import UserError
+from core.models.loading import SavedModel, layer_dims, load_model, model_fingerprint
 from core.models.rates import EncodeClock, encode_rate
 from core.runs.store import RunStore
 from core.storage import cache_dir
@@ -59,6 +64,62 @@ def test_a_run_records_the_layer_states_so_layers_compare_encodes_nothing(tiny_m
         path.unlink()
     assert compare_layers(reference, tuned, corpus) == rows  # the same figures as encoding afresh
     assert encodes  # ... which did encode
+
+
+@pytest.fixture
+def loads(monkeypatch) -> list[str]:
+    """The models load_model loads from here on (a SavedModel loads through it)."""
+    calls: list[str] = []
+    real = loading.load_model
+
+    def counted(name=None, device=None):
+        calls.append(str(name))
+        return real(name, device)
+
+    monkeypatch.setattr(loading, "load_model", counted)
+    return calls
+
+
+def test_layers_compare_after_a_run_loads_neither_model(tiny_model_dir, contrastlab_home, encodes, loads, capsys):
+    """`layers --compare RUN` took 12-16 s with every state cached: it imported sentence-transformers and loaded
+    both models only to fingerprint them (issue 32). The run remembered both fingerprints; the states are read."""
+    corpus_path = str(demo_corpus_path())
+    (run_id,) = train_runs(contrastlab_home, [tiny_run_config(tiny_model_dir, corpus_path)])
+    encodes.clear(), loads.clear()
+    assert main(["layers", corpus_path, "--compare", run_id, "--json"]) == 0
+    assert (encodes, loads) == ([], [])
+    rows = json.loads(capsys.readouterr().out)["layers"]
+    run = RunStore(contrastlab_home).get(run_id)
+    assert rows == json.loads(json.dumps(compare_layers(load_model(str(tiny_model_dir), "cpu"),
+                                                        load_model(run.artefacts["model"], "cpu"),
+                                                        load_corpus(corpus_path))))
+
+
+def test_a_saved_models_fingerprint_is_remembered_for_its_files_and_computed_again_when_they_change(
+        tiny_model_dir, tmp_path, loads):
+    expected = model_fingerprint(load_model(str(tiny_model_dir), "cpu"))  # a load remembers it
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model_dir, copy)  # copy2: sizes and modification times kept
+    loads.clear()
+    saved = SavedModel(str(copy))
+    assert saved.fingerprint() == expected and layer_dims(saved) == (2, 32) and loads == []
+
+    config = copy / "config.json"  # a config changed in place, same size and modification time
+    stat, text = config.stat(), config.read_text()
+    assert '"hidden_dropout_prob": 0.1' in text
+    config.write_text(text.replace('"hidden_dropout_prob": 0.1', '"hidden_dropout_prob": 0.2'))
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert SavedModel(str(copy)).fingerprint() and loads == [str(copy)]
+
+    other = load_model(str(tiny_model_dir), "cpu")  # other weights saved over the copy
+    with torch.no_grad():
+        next(other.parameters()).add_(1.0)
+    other.save(str(copy))
+    loads.clear()
+    assert SavedModel(str(copy)).fingerprint() == model_fingerprint(other) != expected and loads == [str(copy)]
+
+    with pytest.raises(UserError, match="Could not find model"):
+        SavedModel(str(tmp_path / "missing"))
 
 
 def test_the_saved_model_has_the_fingerprint_its_after_evaluation_was_cached_under(tiny_model_dir, contrastlab_home):

@@ -9,7 +9,7 @@ from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, kind_of,
 from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE, intervals_text
 from core.evaluation.uncertainty import figure_interval
-from core.models.loading import DEFAULT_MODEL, load_model
+from core.models.loading import DEFAULT_MODEL, SavedModel
 from core.runs.store import RunStore
 
 
@@ -29,10 +29,10 @@ def cmd_evaluate(args) -> dict:
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
                       drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     warn_corpus(corpus)
-    model = load_model(args.model, args.device)
+    model = SavedModel(args.model, args.device)  # loaded only if a figure is not cached
     labelled = kind == "labelled"
-    reference = model if not labelled or args.reference in (None, args.model) else load_model(args.reference,
-                                                                                             args.device)
+    reference = model if not labelled or args.reference in (None, args.model) else SavedModel(args.reference,
+                                                                                            args.device)
     settings = EvalSettings(k=k, discount=discount, knn_metric=args.knn_metric or "euclidean")
     bars = TqdmPhases()
     try:
@@ -153,12 +153,12 @@ def cmd_layers(args) -> dict:
     settings = EvalSettings(layer_metric=args.knn_metric)
     run = _finished_run(args.compare) if args.compare is not None else None
     name = args.model or (run_reference(run) if run is not None else DEFAULT_MODEL)
-    model = load_model(name, args.device)
+    model = SavedModel(name, args.device)  # loaded only if a state is not cached
     bars = TqdmPhases()
     try:
         if run is None:
             return {"model": name, "layers": evaluate_layers(model, corpus, settings, progress=bars)}
-        tuned = load_model(run.artefacts["model"], args.device)
+        tuned = SavedModel(run.artefacts["model"], args.device)
         return {"model": name, "run_id": run.id, "layers": compare_layers(model, tuned, corpus, settings, bars)}
     finally:
         bars.close()
@@ -175,8 +175,8 @@ def cmd_maps(args) -> dict:
     out = output_dir(args.out)
     run = _finished_run(args.run) if args.run is not None else None
     corpus = load_labelled(args, "Maps colour texts by their label")
-    reference = load_model(args.model or (run_reference(run) if run is not None else DEFAULT_MODEL), args.device)
-    tuned = load_model(run.artefacts["model"], args.device) if run is not None else None
+    reference = SavedModel(args.model or (run_reference(run) if run is not None else DEFAULT_MODEL), args.device)
+    tuned = SavedModel(run.artefacts["model"], args.device) if run is not None else None
     bars = TqdmPhases()
     try:
         data = map_data(reference, tuned, corpus, args.method, max_points, progress=bars)

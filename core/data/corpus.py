@@ -24,7 +24,6 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from core.errors import UserError, shorten
 from core.storage import ASSETS
@@ -798,7 +797,15 @@ def _stratified(rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nd
     if n_hold < len(counts) or len(rows) - n_hold < len(counts):
         raise UserError(f"{len(rows)} rows are too few for a stratified {split_ratio()} split over {len(counts)} "
                         f"classes; provide at least {math.ceil(len(counts) / HOLDOUT_FRACTION)} rows.")
-    train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED, stratify=labels[rows])
+    return seeded_holdout(rows, labels[rows])
+
+
+def seeded_holdout(rows: np.ndarray, stratify: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded 90:10 split of a file without a split column (keeping class proportions when `stratify` gives
+    each row's class); both halves in file order. scikit-learn takes 1.3 s to import: only a file that needs it."""
+    from sklearn.model_selection import train_test_split
+
+    train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED, stratify=stratify)
     return np.sort(train), np.sort(held)
 
 

@@ -24,11 +24,9 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from core.data.corpus import (
     DEFAULT_MAX_BYTES,
-    HOLDOUT_FRACTION,
     LEAK_EXAMPLES,
     MIN_ROWS,
     SPLIT_NAMES,
@@ -43,6 +41,7 @@ from core.data.corpus import (
     names_by_lower,
     read_file,
     resolve_column,
+    seeded_holdout,
     split_by_column,
     split_ratio,
     train_on_validation,
@@ -253,9 +252,9 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
     if columns.split:
         per_list = train_on_validation(np.array([list_split[i] for i in order], dtype=object), columns.split,
                                        warnings)
-        train, target, target_split, source = split_by_column(per_list, columns.split, warnings, _holdout, "random")
+        train, target, target_split, source = split_by_column(per_list, columns.split, warnings, seeded_holdout, "random")
     else:
-        train, target = _holdout(np.arange(len(order)))
+        train, target = seeded_holdout(np.arange(len(order)))
         target_split, source = "holdout", f"random {split_ratio()} of the lists, seed {SPLIT_SEED}"
     if not len(train):  # as for pairs: a file of test lists still evaluates a model (training says what it lacks)
         warnings.append(f"Split column '{columns.split}' has no 'train' lists; this corpus can evaluate a model but "
@@ -303,10 +302,6 @@ def _check_list(list_id: str, group: pd.DataFrame) -> None:
         raise UserError(f"{name} has members in more than one split ({splits}); a list belongs to one split.")
 
 
-def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded random 90:10 split of lists; both halves in file order."""
-    train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED)
-    return np.sort(train), np.sort(held)
 
 
 def load_lists(path: str | Path, list_col: str | None = None, rank_col: str | None = None,

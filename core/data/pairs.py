@@ -17,7 +17,6 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from core.data.corpus import (
     DEFAULT_MAX_BYTES,
@@ -39,6 +38,7 @@ from core.data.corpus import (
     names_by_lower,
     read_file,
     resolve_column,
+    seeded_holdout,
     split_by_column,
     split_ratio,
     train_on_validation,
@@ -243,7 +243,7 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
         train, target, target_split, source = _split_by_column(splits.to_numpy()[keep],
                                                                columns.split, warnings)
     else:
-        train, target = _holdout(np.arange(len(text1)))
+        train, target = seeded_holdout(np.arange(len(text1)))
         target_split, source = "holdout", f"random {split_ratio()}, seed {SPLIT_SEED}"
     leaks = find_leaks(list(zip(text1[train], text2[train])), list(zip(text1[target], text2[target])),
                        key=lambda pair: tuple(sorted(pair)), texts=lambda pair: pair)
@@ -400,10 +400,6 @@ def _listed(values: list[str]) -> str:
     return ", ".join(distinct[:SHOWN_VALUES]) + more
 
 
-def _holdout(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded random 90:10 split; both halves in file order."""
-    train, held = train_test_split(rows, test_size=HOLDOUT_FRACTION, random_state=SPLIT_SEED)
-    return np.sort(train), np.sort(held)
 
 
 def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
@@ -417,7 +413,7 @@ def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple
     if not n_train:
         warnings.append(f"Split column '{col}' has no 'train' rows; this corpus can evaluate a model but not "
                         "train one.")
-    return split_by_column(splits, col, warnings, _holdout, "random")
+    return split_by_column(splits, col, warnings, seeded_holdout, "random")
 
 
 # ---------------------------------------------------------------- files

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from core.data.corpus import Corpus
 from core.data.lists import ListCorpus
@@ -55,6 +54,8 @@ def text_flips(before: dict[str, np.ndarray], after: dict[str, np.ndarray], corp
 def rank_error(cosine: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Per pair, |rank of its cosine - rank of its gold score| / number of pairs (ties averaged): 0 where the model
     puts the pair where the gold score does, up to 1."""
+    from scipy.stats import rankdata  # 1 s to import: only for a table of pairs
+
     return np.abs(rankdata(cosine) - rankdata(gold)) / len(cosine)
 
 

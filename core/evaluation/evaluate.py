@@ -22,7 +22,7 @@ from core.evaluation.items import ITEMS, NEIGHBOURS
 from core.evaluation.per_class import per_class
 from core.evaluation.uncertainty import json_interval, proportion_ci, target_intervals
 from core.models.encode import encode_cached
-from core.models.loading import model_fingerprint
+from core.models.loading import layer_dims, model_fingerprint
 
 # phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
 PhaseProgress = Callable[[str, int, int], None]
@@ -120,8 +120,7 @@ def score(
 
 def layers_fit(model, n_texts: int) -> bool:
     """Whether the per-layer states of `n_texts` texts fit LAYER_CACHE_BYTES (float32, embeddings + each layer)."""
-    config = model[0].auto_model.config
-    layers, hidden = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
+    layers, hidden = layer_dims(model)
     return bool(layers and hidden) and (layers + 1) * n_texts * hidden * 4 <= LAYER_CACHE_BYTES
 
 

@@ -5,7 +5,6 @@ star list, every anchor of a chain list (over the members after it, the order th
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from core.data.lists import ListCorpus, ListSplit
 from core.data.mining import unit_rows
@@ -29,6 +28,8 @@ def in_order(rows: list[np.ndarray]) -> bool:
 def list_scores(similarities: list[list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Each list's score from its ordered rows (ordered_rows): 1 where the cosines reproduce every row's order
     exactly, else 0; and the mean Kendall tau-b between each row's cosine order and the list order."""
+    from scipy.stats import kendalltau  # 1 s to import: not for a figure read from the cache
+
     exact, taus = [], []
     for rows in similarities:
         exact.append(in_order(rows))

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import binomtest, rankdata
 
 from core.data.corpus import FEW_TARGETS
 from core.evaluation import items as per_item
@@ -52,6 +51,8 @@ def _knn_right(arrays: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
 
 def _spearman(arrays: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
     """Spearman x 100 of cosine vs gold on each resample (ties share their mean rank, as scipy's spearmanr)."""
+    from scipy.stats import rankdata  # scipy.stats takes 1 s to import: only when a difference is tested
+
     x = rankdata(arrays["sts_cos"][idx], axis=1)
     y = rankdata(arrays["sts_gold"][idx], axis=1)
     x -= x.mean(axis=1, keepdims=True)
@@ -122,6 +123,8 @@ def interval_and_p(deltas: np.ndarray, level: float) -> tuple[float, float, floa
 
 def mcnemar(right_a: np.ndarray, right_b: np.ndarray) -> float:
     """McNemar's exact two-sided p-value: of the items only one model gets right, is each model's share 1/2?"""
+    from scipy.stats import binomtest
+
     only_a = int(np.sum(right_a & ~right_b))
     only_b = int(np.sum(~right_a & right_b))
     return 1.0 if only_a + only_b == 0 else float(binomtest(only_a, only_a + only_b, 0.5).pvalue)

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import confusion_matrix
 
 from core.evaluation.headline import p_text
 from core.evaluation.paired import compared
@@ -56,6 +55,8 @@ def per_class(
                          "targets")
     if not np.isfinite(polarity).all():
         raise ValueError("polarity must be finite")
+    from sklearn.metrics import confusion_matrix  # 1.2 s to import: not for commands that read no classes
+
     counts = confusion_matrix(true, pred, labels=np.arange(len(classes)))
     n = counts.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):  # a class without targets has no mean: None below

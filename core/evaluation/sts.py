@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from core.data.mining import unit_rows
 from core.data.pairs import PairCorpus
@@ -63,6 +62,8 @@ def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | 
     cosine = pair_cosines(model, pairs, progress=progress)
     if cosine is None:
         return {"sts_spearman": None}
+    from scipy.stats import spearmanr  # 1 s to import: not for a figure read from the cache
+
     gold = np.asarray(pairs.test.scores, dtype=np.float64)
     return {"sts_spearman": 100 * float(spearmanr(cosine, gold).statistic),
             ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold},
@@ -77,6 +78,8 @@ def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64,
     cosine = pair_cosines(model, pairs, batch_size, progress)
     if cosine is None:
         return None
+    from scipy.stats import spearmanr
+
     return 100 * float(spearmanr(cosine, np.asarray(pairs.test.scores, dtype=np.float64)).statistic)
 
 

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from sentence_transformers.util import batch_to_device
 
 from core.models import encode_pool, engine
-from core.models.loading import model_fingerprint
+from core.models.loading import loaded, model_fingerprint
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, streamed_array
 
@@ -87,6 +86,8 @@ def _forward(model, texts: Sequence[str], layers: bool, attentions: bool) -> tup
     The first module gets the output requests as keyword overrides, only ever asking for more (a module whose
     pooling needs attentions asks for them itself); every later module runs as in the model's forward.
     """
+    from sentence_transformers.util import batch_to_device  # imported when a model runs: cached reads stay light
+
     transformer, *rest = list(model)
     features = batch_to_device(model.preprocess(list(texts)), model.device)
     requests = {key: True for key, wanted in (("output_hidden_states", layers), ("output_attentions", attentions))
@@ -167,7 +168,7 @@ def encode(
     instead of holding its batches and then their concatenation in memory, and progress counts written rows.
     `fingerprint` (the model's, when the caller has it) names the model's ONNX graph.
     """
-    texts = list(texts)
+    model, texts = loaded(model), list(texts)
     n = len(texts)
     if n == 0:
         config = model[0].auto_model.config
@@ -262,7 +263,7 @@ def encode_cached(
     found = load_array(path, (None, len(texts), None) if layers else (len(texts), None))
     if found is not None:
         return found
-    entries = {kind: path}
+    model, entries = loaded(model), {kind: path}
     other = "pooled" if layers else "layers"
     if (layers or record_layers) and not (other_path := embeddings_entry(fingerprint, texts, other)).exists():
         entries[other] = other_path

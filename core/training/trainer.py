@@ -32,7 +32,7 @@ from core.evaluation.corpus_eval import evaluation_texts, evaluate_corpus
 from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.evaluator import TradeoffEvaluator
 from core.models.ata import build_ata_model
-from core.models.loading import load_model
+from core.models.loading import load_model, remember_fingerprint
 from core.models.rates import encode_rate
 from core.models.threads import threads_for_free_cores
 from core.training import distributed
@@ -527,6 +527,7 @@ def save_model(model, path: Path, cfg: TrainConfig, result: dict) -> None:
     run's config beside it."""
     save_with_card(model, path, cfg, result)
     (path / "contrastlab_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    remember_fingerprint(path, lambda: model)  # `layers --compare RUN` then reads its states without loading it
 
 
 def run_job(ctx) -> dict:
