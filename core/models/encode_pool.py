@@ -4,7 +4,8 @@ Why: one process's torch threads wait for each other at every operation, so on a
 share, a core taken away stalls them all; single-thread processes do not wait for each other. On the 2-core test
 machine at load 3-5, two of them encoded all-MiniLM-L6-v2 about 2x as fast as one process on two threads (bench
 per_row; bench throughput compares them with SentenceTransformer.encode); on an idle machine the two are about even.
-`pool_size` is the one place that decides when the pool is used.
+`pool_size` decides when the pool is used, and `pool_for` when stopped workers are started: not on an idle machine,
+where their start costs more than they gain.
 
 How: the workers are started by the first encode that uses them and stopped once they have sat idle for
 CONTRASTLAB_ENCODE_IDLE_S seconds (default 60; 0: right after each encode), since each holds about 0.45 GB that a
@@ -43,7 +44,7 @@ import torch
 
 from core.errors import UserError, shorten
 from core.models.loading import model_fingerprint
-from core.models.threads import usable_cores
+from core.models.threads import free_cores, usable_cores
 
 ENV = "CONTRASTLAB_ENCODE_WORKERS"
 IDLE_ENV = "CONTRASTLAB_ENCODE_IDLE_S"
@@ -128,9 +129,10 @@ _pool_lock = threading.Lock()
 
 
 def pool_for(model, batches: int, attentions: bool = False) -> EncodePool | None:
-    """This process's pool, made (or resized) on first use, when `pool_size` says to use one; else None. Its idle
-    time is read here, on every call, so a bad CONTRASTLAB_ENCODE_IDLE_S is reported whether or not the pool is used,
-    as a bad CONTRASTLAB_ENCODE_WORKERS is."""
+    """This process's pool, made (or resized) on first use, when `pool_size` says to use one and, for a pool not yet
+    running, other work holds a core or CONTRASTLAB_ENCODE_WORKERS asks for it; else None. Its idle time is read
+    here, on every call, so a bad CONTRASTLAB_ENCODE_IDLE_S is reported whether or not the pool is used, as a bad
+    CONTRASTLAB_ENCODE_WORKERS is."""
     global _pool
     idle_s = idle_seconds()
     size = pool_size(model, batches, attentions)
@@ -139,6 +141,10 @@ def pool_for(model, batches: int, attentions: bool = False) -> EncodePool | None
     with _pool_lock:
         warm = _pool is not None and not _pool.closed and _pool.owner == os.getpid() and bool(_pool.procs)
         if batches < COLD_START_BATCHES and not (warm and _pool.size == size):
+            return None
+        if not warm and not os.environ.get(ENV, "").strip() and free_cores() >= usable_cores():
+            # An idle machine: starting the workers (imports, 6-8 s) buys nothing over torch's own threads. After a
+            # training run, 10,872 SST-2 texts took 29.7-35.3 s through a cold pool and 23.9-29.2 s in-process.
             return None
         if _pool is None or _pool.closed or _pool.owner != os.getpid() or _pool.size != size:
             if _pool is None:
