@@ -110,19 +110,3 @@ def test_a_standby_forked_but_not_yet_started_counts_as_one():
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
     assert not standby._is_standby(child)
-
-
-@pytest.mark.parametrize("status", ["done", "failed", "cancelled"])
-def test_a_cli_run_that_ended_leaves_a_warm_worker_for_the_next_call(status, store, monkeypatch):
-    """Issue 32: a CLI `train` spent 6-7 s of its wall on a new worker's imports. Any run the CLI follows to its end
-    leaves a standby that outlives the CLI call (detached) and waits CLI_IDLE_S for the next one, as `quick` did."""
-    from core.cli import training
-
-    run_id = store.create("train", {"corpus": "c.csv"})
-    store.mark_running(run_id, os.getpid())
-    {"done": lambda: store.mark_done(run_id, artefacts={}), "failed": lambda: store.mark_failed(run_id, "boom"),
-     "cancelled": lambda: store.mark_cancelled(run_id)}[status]()
-    calls = []
-    monkeypatch.setattr(standby, "ensure", lambda s, detached_s=None: calls.append((s.root, detached_s)))
-    assert training.follow(store, run_id, start=False).status == status
-    assert calls == [(store.root, standby.CLI_IDLE_S)]

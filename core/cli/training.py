@@ -13,7 +13,7 @@ from core.cli.common import (EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_f
 from core.cli.runs import headline_text
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
-from core.jobs import ddp, launch, standby
+from core.jobs import ddp, launch
 from core.jobs.sweep import SEEDS, cancel, check_engine, sweep_config
 from core.models.loading import DEFAULT_MODEL, resolve_model
 from core.reproduce.report import table_text
@@ -139,8 +139,7 @@ def progress_run(store, run) -> tuple[object, str]:
 
 def follow(store, run_id: str, start: bool = True) -> object:
     """Start the run's worker process (unless `start` is False: it was started already) and show its progress
-    until it ends (a dead worker ends it as failed, see launch.poll); Ctrl-C cancels it. A run that ended leaves a
-    warm worker for the next CLI call, as the app keeps one: a new worker spends 6-7 s importing before it starts."""
+    until it ends (a dead worker ends it as failed, see launch.poll); Ctrl-C cancels it."""
     if start:
         launch.start(store, run_id)
     bar, phase = None, None
@@ -164,7 +163,6 @@ def follow(store, run_id: str, start: bool = True) -> object:
                     ([f"loss {loss:.4f}"] if loss is not None else [])
                     + ([f"about {fmt_seconds(max(left, 1))} left"] if left is not None else [])), refresh=True)
             if run.status in ("done", "failed", "cancelled"):
-                standby.ensure(store, detached_s=standby.CLI_IDLE_S)
                 return run
             time.sleep(0.5)
     except KeyboardInterrupt:
@@ -244,6 +242,7 @@ def cmd_quick(args) -> dict:
     """The Trade-off page's quick margin point: a triplet run with the quick budget (top layers only unless
     --full), reused when one exists; `seconds` is the wall time from this call to the evaluated point."""
     from core.data.kinds import KIND_NAMES, corpus_kind
+    from core.jobs import standby
     from core.jobs.quick import QUICK_RECIPE, find_quick, quick_config, quick_run
 
     t0 = time.monotonic()
@@ -267,6 +266,7 @@ def cmd_quick(args) -> dict:
     run_id = existing or quick_run(store, config, margin, full=args.full)
     run = follow(store, run_id, start=False)
     result = _finish_run(store, run, args)
+    standby.ensure(store, detached_s=standby.CLI_IDLE_S)  # warm for the next point, as the page keeps one
     layers = f"top-{config['top_layers']} quick" if config["top_layers"] else "quick, all layers"
     return {"run_id": run.id, "status": run.status, "seconds": round(time.monotonic() - t0, 2),
             "mode": f"{layers}, {start}", "before": result["before"], "after": result["after"],
