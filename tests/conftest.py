@@ -40,7 +40,7 @@ APP_TIMEOUT_S = 90  # the first run imports torch; a synchronous training run ad
 # worker goes through the short ones, instead of ending the run with one worker busy and the other idle. Names or
 # name prefixes; the first that matches a file gives its place. test_ddp.py and test_ray_sweep.py, which start many
 # processes each, are not the first two, so that they do not start together.
-LONG_FILES = ("test_ddp.py", "test_browser.py", "test_ray_sweep.py", "test_browser_offline.py", "test_projection.py",
+LONG_FILES = ("test_ddp.py", "test_browser.py", "test_ray_sweep.py", "test_projection.py",
               "test_train.py", "test_reliability_runs.py", "test_browser_maps_select.py", "test_standby_orphan.py",
               "test_reliability_caches.py", "test_browser", "test_selection.py", "test_standby")
 

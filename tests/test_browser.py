@@ -7,6 +7,7 @@ and `server` and the helpers below.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -14,11 +15,14 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from core.jobs import standby
 from core.runs.store import RunStore
+from core.training.config import TrainConfig
+from tests.conftest import train_tiny_run
 
 pytestmark = pytest.mark.browser
 
@@ -35,6 +39,9 @@ START_TIMEOUT_S = 40
 STEP_TIMEOUT_MS = 60_000  # as the explicit waits for a first render
 VIEWPORT = {"width": 1400, "height": 1000}
 NARROW_WIDTH = 1280
+# The live run: long enough for the panel (refreshed every second) to show training under way.
+LIVE_STEPS, LIVE_EVAL_EVERY = 60, 20
+LIVE_TRAINING = re.compile(rf"^training: \d+ / {LIVE_STEPS} steps · about \d+ (s|min) left · [\d,]+ examples/s$")
 
 
 def _free_port() -> int:
@@ -185,14 +192,17 @@ def test_home_and_corpus_evaluation(server, page):
 
 
 def test_train_run_live_then_runs_and_export(server, page, home):
-    """Demo corpus -> a tiny triplet run started from the Train page, followed live to the end -> the run
-    listed, exported and downloadable on the Runs & export page."""
+    """Demo corpus -> a triplet run started from the Train page, its live panel showing the phase in words with
+    step / total and the whole run's time left, followed to the end (the evaluation curve spans the run, from the
+    before-evaluation at step 0 to the after-evaluation at the last step) -> the run listed, exported and
+    downloadable on the Runs & export page."""
     page.goto(server)
     page.get_by_text("demo_corpus").first.wait_for()
     page.locator('[data-testid="stSidebar"]').get_by_role("link", name="Train").click()
     page.get_by_role("heading", name="Train", exact=True).wait_for()
     wait_idle(page)
-    for label, value in (("Examples (N)", "32"), ("Batch size", "16"), ("Evaluate every n steps (0 = off)", "1")):
+    for label, value in (("Examples (N)", "32"), ("Batch size", "16"), ("Max steps (0 = all)", str(LIVE_STEPS)),
+                         ("Evaluate every n steps (0 = off)", str(LIVE_EVAL_EVERY))):
         box = page.get_by_role("spinbutton", name=label)
         box.fill(value)
         box.press("Enter")
@@ -201,12 +211,20 @@ def test_train_run_live_then_runs_and_export(server, page, home):
     page.locator('[data-testid="stMetricLabel"]', has_text="Removed by threshold").wait_for()
     wait_idle(page)
     page.get_by_role("button", name="Start training").click()
-    page.locator('[data-testid="stMetricDelta"]').first.wait_for(timeout=120_000)  # after vs before: done
+    page.locator('[data-testid="stProgress"]').get_by_text(LIVE_TRAINING).wait_for(timeout=120_000)
+    assert_no_errors(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text(re.compile(r"Selected run `?\S+`?: running")).wait_for(timeout=10_000)  # not "queued"
+    screenshot(page, "train-live-eta.png")
+    page.locator('[data-testid="stMetricDelta"]').first.wait_for(timeout=180_000)  # after vs before: done
     page.get_by_text("Base model, before training").wait_for(state="detached")  # the live panel's last view
     page.locator(".js-plotly-plot").first.wait_for()
     wait_idle(page)
     assert "run=" in page.url  # a reload or second tab on this URL shows the same run
     run = RunStore(home).get(page.url.split("run=")[1].split("&")[0])
+    assert run.status == "done"
+    assert [point["step"] for point in run.history] == [0, 20, 40, LIVE_STEPS]  # the last step evaluated once
+    assert run.history[-1]["polarity"] == run.metrics_after["polarity"]
     assert f"pid {run.pid} on standby" in (home / "standby" / "standby.log").read_text()  # a pre-warmed worker
     assert_no_errors(page)
     screenshot(page, "train.png")
@@ -223,40 +241,100 @@ def test_train_run_live_then_runs_and_export(server, page, home):
     screenshot(page, "runs.png")
 
 
-ANALYSIS_PAGES = [  # sidebar link, heading, file name of the screenshot
-    ("Maps", "Maps", "maps.png"),
-    ("Layers", "Layers", "layers.png"),
-    ("Trade-off", "Trade-off", "tradeoff.png"),
-    ("Attention", "Attention", "attention.png"),
+# Every page, walked after the run above: sidebar link, heading, Plotly figures it shows once done, and the file name
+# of its screenshot for the docs (None: walk-<page>.png, not in the docs). Runs & export comes first of those that show a run: it selects
+# the newest for this new session, as a user's first visit does.
+PAGES = [
+    ("Home", "ContrastLab", 0, None),
+    ("Corpus", "Corpus", 1, None),
+    ("Runs & export", "Runs & export", 1, None),
+    ("Train", "Train", 1, None),
+    ("Maps", "Maps", 2, "maps.png"),
+    ("Layers", "Layers", 2, "layers.png"),
+    ("Trade-off", "Trade-off", 2, "tradeoff.png"),
+    ("Attention", "Attention", 3, "attention.png"),
+    ("Definitions", "Definitions", 0, None),
 ]
+ANALYSIS_PAGES = ("Maps", "Layers", "Trade-off", "Attention")
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+SETTLE_MS = 500  # after a page finished: time for what it loads last (fonts, the favicon) to be asked for
 
 
-def _open(page, link: str, heading: str) -> float:
-    """Click a sidebar link and return the seconds until the page finished rendering."""
+def _local(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("data", "blob", "about") or parts.hostname in LOCAL_HOSTS
+
+
+@pytest.fixture
+def watched(browser):
+    """A page whose requests to other hosts fail, as on a machine without internet, and are recorded, with its
+    console errors: (page, outside, errors)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    outside: list[str] = []
+    errors: list[str] = []
+
+    def route(r) -> None:
+        if _local(r.request.url):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort("internetdisconnected")
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("console", lambda msg: errors.append(f"{page.url}: {msg.text} ({msg.location['url']})")
+            if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"{page.url}: {exc}"))
+    page.set_default_timeout(STEP_TIMEOUT_MS)
+    try:
+        yield page, outside, errors
+    finally:
+        context.close()
+
+
+def _loaded_elsewhere(page) -> list[str]:
+    """The page's icon links and loaded resources that are not the app's own. Chromium fetches the favicon outside
+    what Playwright sees, so the icon links are read from the page."""
+    icons = page.eval_on_selector_all("link[rel~='icon']", "els => els.map(e => e.href)")
+    resources = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    return [url for url in icons + resources if not _local(url)]
+
+
+def _open(page, link: str, heading: str, plots: int = 0) -> float:
+    """Click a sidebar link and return the seconds until the page, its figures included, finished rendering."""
     start = time.monotonic()
     page.locator('[data-testid="stSidebar"]').get_by_role("link", name=link, exact=True).click()
-    page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=120_000)
+    page.get_by_role("heading", name=heading, exact=True).first.wait_for(timeout=120_000)
+    if plots:
+        page.locator(".js-plotly-plot").nth(plots - 1).wait_for(timeout=120_000)
     wait_idle(page)
     return time.monotonic() - start
 
 
-def test_analysis_pages_render_and_switch_fast_when_cached(server, page):
-    """Maps, layers, trade-off and attention pages render without errors (with the run trained above when
-    this module runs whole); a second visit, served from the caches, is timed as a page switch."""
+def test_every_page_stays_local_and_error_free_and_switches_fast_when_cached(server, watched, home, tiny_model_dir):
+    """After a run (the one trained above when this module runs whole), every page renders without errors, asks
+    nothing of any host but the app's own, and leaves the browser console clean; a second visit to an analysis page,
+    served from the caches, is timed as a page switch."""
+    page, outside, errors = watched
+    if not RunStore(home).list():  # this test alone
+        train_tiny_run(home, tiny_model_dir)
     page.goto(server)
     page.get_by_text("demo_corpus").first.wait_for()
     wait_idle(page)
-    for link, heading, shot in ANALYSIS_PAGES:
-        _open(page, link, heading)
-        page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
-        wait_idle(page)
+    for link, heading, plots, shot in PAGES:
+        try:
+            _open(page, link, heading, plots)
+            page.wait_for_timeout(SETTLE_MS)
+        finally:  # what the page showed, also on a time-out
+            page.mouse.move(0, 0)
+            screenshot(page, shot or f"walk-{link.split()[0].lower()}.png")
         assert_no_errors(page)
-        page.mouse.move(0, 0)
-        screenshot(page, shot)
-    switches = {link: _open(page, link, heading) for link, heading, _ in ANALYSIS_PAGES}
+        outside += _loaded_elsewhere(page)
+    switches = {link: _open(page, link, heading) for link, heading, _, _ in PAGES if link in ANALYSIS_PAGES}
     print("page switch seconds (cached):", {k: round(v, 2) for k, v in switches.items()})
-    for link, heading, _ in ANALYSIS_PAGES:
-        assert_no_errors(page)
+    assert_no_errors(page)
+    assert not outside, sorted(set(outside))
+    assert not errors, errors
     # generous bound for a loaded 2-core CI machine; the issue's target (~2 s) is reported in the notes
     assert max(switches.values()) < 15, switches
 
@@ -305,6 +383,29 @@ def test_pasted_list_corpus_is_reported_and_previewed_for_listmle(server, page):
     assert_no_errors(page)
     page.mouse.move(0, 0)
     screenshot(page, "train-lists.png")
+
+
+def test_a_run_recorded_without_an_evaluation_history_plots_without_console_errors(server, home, watched,
+                                                                                   tiny_model_dir):
+    """A two-step run whose store row has losses but no evaluation points (as a run recorded before the evaluation
+    history was): its loss curve alone, x axis 1 to 2 in whole steps, drew the axis title at y = -Infinity."""
+    page, outside, errors = watched
+    store = RunStore(home)
+    config = TrainConfig(corpus="assets/demo_corpus.csv", model=str(tiny_model_dir), examples=32, batch_size=16)
+    run_id = store.create("train", config.to_dict())
+    assert store.mark_running(run_id, os.getpid())
+    store.add_losses(run_id, [(1, 0.099), (2, 0.101)])
+    assert store.mark_done(run_id, {"polarity": 45.0, "similarity": 99.3})
+    # A fresh session, so the Runs page shows the newest run, this one. (A deep link to it would also log Streamlit's
+    # own 404s, from probing for the app's base path.)
+    page.goto(server)
+    page.get_by_text("demo_corpus").first.wait_for()
+    _open(page, "Runs & export", "Runs & export", 1)
+    assert f"run={run_id}" in page.url  # the page selected it
+    assert_no_errors(page)
+    outside += _loaded_elsewhere(page)
+    assert not outside, sorted(set(outside))
+    assert not errors, errors
 
 
 # slow: tests/test_pages_mgh_layers.py covers each step on the same pages (AppTest):
