@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import REPO, SEED, Options, data_file, header, line, load_note
+from bench.common import REPO, SEED, Options, data_file, header, line, load_minilm, load_note
 
 TEXTS = 20_000
 QUICK_TEXTS = 2_000
@@ -48,8 +48,6 @@ def _cli(*args: str, home: str | None = None) -> tuple[float, dict, str]:
 
 def _plain_encode(texts: list[str]) -> tuple[float, str]:
     """Seconds of `SentenceTransformer.encode` over the texts (the model loaded first, not counted)."""
-    from bench.common import load_minilm
-
     model = load_minilm()
     model.encode(texts[:64])  # first-call costs out of the timing, as the CLI's own warm-up does
     t0 = time.perf_counter()

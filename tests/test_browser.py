@@ -242,8 +242,8 @@ def test_train_run_live_then_runs_and_export(server, page, home):
 
 
 # Every page, walked after the run above: sidebar link, heading, Plotly figures it shows once done, and the file name
-# of its screenshot for the docs (None: walk-<page>.png, not in the docs). Runs & export comes first of those that show a run: it selects
-# the newest for this new session, as a user's first visit does.
+# of its screenshot for the docs (None: walk-<page>.png, not in the docs). Runs & export comes first of those that
+# show a run: it selects the newest for this new session, as a user's first visit does.
 PAGES = [
     ("Home", "ContrastLab", 0, None),
     ("Corpus", "Corpus", 1, None),

@@ -13,7 +13,7 @@ from core.cli.common import (EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_f
 from core.cli.runs import headline_text
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
-from core.jobs import ddp, launch
+from core.jobs import ddp, launch, standby
 from core.jobs.sweep import SEEDS, cancel, check_engine, sweep_config
 from core.models.loading import DEFAULT_MODEL, resolve_model
 from core.reproduce.report import table_text
@@ -212,8 +212,6 @@ def _warm_early(store: RunStore) -> None:
     corpus read, scikit-learn's and torch's imports: 6.5 s before a quick run was handed over) on another core. The
     run goes to it when it is handed over, ready or still importing; were the call refused, it waits
     standby.CLI_IDLE_S for the next one and leaves."""
-    from core.jobs import standby
-
     standby.ensure(store, detached_s=standby.CLI_IDLE_S)
 
 
@@ -254,7 +252,6 @@ def cmd_quick(args) -> dict:
     """The Trade-off page's quick margin point: a triplet run with the quick budget (top layers only unless
     --full), reused when one exists; `seconds` is the wall time from this call to the evaluated point."""
     from core.data.kinds import KIND_NAMES, corpus_kind
-    from core.jobs import standby
     from core.jobs.quick import QUICK_RECIPE, find_quick, quick_config, quick_run
 
     t0 = time.monotonic()
