@@ -48,7 +48,7 @@ def test_pair_roles_read_a_file_the_loader_would_take_for_labelled_texts(sick_fi
 def test_train_takes_the_pair_roles_and_stores_them(sick_file, tiny_model_dir, capsys):
     flags = [f"--{name.replace('_', '-')}={value}" for name, value in SICK.items()]
     assert main(["train", str(sick_file), *flags, "--recipe", "cosent", "--model", str(tiny_model_dir),
-                 "--examples", "16", "--batch-size", "8", "--device", "cpu", "--json"]) == 0
+                 "--examples", "16", "--batch-size", "8", "--device", "cpu", "--json", "--foreground"]) == 0
     [run] = RunStore().list()
     assert run.status == "done" and {k: run.config[k] for k in SICK} == SICK
 

@@ -193,7 +193,7 @@ def test_a_pair_run_after_evaluate_encodes_the_reference_no_more(tiny_model_dir,
 
 def test_train_json_prints_where_the_time_went(tiny_model_dir, tmp_path, contrastlab_home, capsys):
     code = main(["train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--examples", "32",
-                 "--batch-size", "16", "--threshold", "0", "--device", "cpu", "--json"])
+                 "--batch-size", "16", "--threshold", "0", "--device", "cpu", "--json", "--foreground"])
     assert code == 0
     timings = json.loads(capsys.readouterr().out)["timings"]
     assert {"load_s", "evaluate_before_s", "examples_s", "train_s", "evaluate_after_s", "save_s"} <= set(timings)

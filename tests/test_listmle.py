@@ -346,7 +346,7 @@ def test_cli_trains_listmle_on_a_list_file_and_the_model_reloads(tmp_path, tiny_
     from sentence_transformers import SentenceTransformer
 
     code = main(["train", str(write_list_file(tmp_path)), "--recipe", "listmle", "--model", str(tiny_model_dir),
-                 "--examples", "20", "--epochs", "1", "--batch-size", "4", "--json"])
+                 "--examples", "20", "--epochs", "1", "--batch-size", "4", "--json", "--foreground"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["status"] == "done"
     for when in ("before", "after"):

@@ -475,7 +475,7 @@ def test_a_curriculum_run_trains_n4_to_n1_and_reports_its_phases(tmp_path, tiny_
 def test_cli_trains_mgh_in_reverse(tmp_path, tiny_model_dir, capsys):
     code = main(["train", str(labelled_csv(tmp_path)), "--model", str(tiny_model_dir), "--recipe", "mgh", "--order",
                  "reverse", "--bands", "1,2,3,4", "--threshold=-1", "--examples", "32", "--max-steps", "4",
-                 "--batch-size", "4", "--json"])
+                 "--batch-size", "4", "--json", "--foreground"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["status"] == "done"
     run = RunStore().get(out["run_id"])

@@ -88,7 +88,7 @@ def test_a_config_exported_on_one_home_trains_on_another(exported, contrastlab_h
     assert RunStore().list() == []  # refused before a run was created
     mine = tmp_path / "my copy.jsonl"  # the same rows in another format: the same content, so not a word
     reviews().to_json(mine, orient="records", lines=True)
-    assert main(["train", str(mine), "--config", str(config), "--json"]) == 0
+    assert main(["train", str(mine), "--config", str(config), "--json", "--foreground"]) == 0
     captured = capsys.readouterr()
     assert "is not the" not in captured.err, captured.err
     result = json.loads(captured.out)

@@ -69,7 +69,7 @@ def test_pairs_mined_from_a_labelled_corpus_put_same_label_pairs_first(tiny_mode
 
 def test_a_raoe_run_on_a_pair_corpus_reports_sts_before_and_after(tmp_path, tiny_model_dir, capsys):
     code = main(["train", str(pair_file(tmp_path)), "--model", str(tiny_model_dir), "--recipe", "raoe", "--teacher",
-                 "score", "--examples", "32", "--batch-size", "8", "--json"])
+                 "score", "--examples", "32", "--batch-size", "8", "--json", "--foreground"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["status"] == "done"
     for when in ("before", "after"):
@@ -117,7 +117,7 @@ def test_train_page_offers_raoe_with_its_settings(app):
 
 def test_a_labelled_run_can_report_sts_on_a_pair_corpus_too(tmp_path, tiny_model_dir, capsys):
     code = main(["train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--recipe", "cosent",
-                 "--examples", "32", "--batch-size", "16", "--sts-corpus", str(pair_file(tmp_path)), "--json"])
+                 "--examples", "32", "--batch-size", "16", "--sts-corpus", str(pair_file(tmp_path)), "--json", "--foreground"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     for when in ("before", "after"):

@@ -119,7 +119,7 @@ def test_a_pair_run_trains_and_exports_the_target_pairs_embeddings(tiny_model_di
     pair_table(n_train=20).to_csv(path, index=False)
     out_dir = tmp_path / "out"
     assert main(["train", str(path), "--recipe", "cosent", "--model", str(tiny_model_dir), "--examples", "20",
-                 "--batch-size", "10", "--out", str(out_dir), "--json"]) == 0
+                 "--batch-size", "10", "--out", str(out_dir), "--json", "--foreground"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["status"] == "done" and result["after"]["sts_spearman"] is not None
     embedded = pd.read_parquet(next(out_dir.iterdir()) / "embeddings.parquet")

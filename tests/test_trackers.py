@@ -40,7 +40,8 @@ def reported(tmp_path_factory, tiny_model_dir) -> dict:
         mp.setenv("CONTRASTLAB_HOME", str(home))
         mp.delenv(trackers.MLFLOW_URI_ENV, raising=False)
         code = main(["train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--examples", "32",
-                     "--batch-size", "8", "--device", "cpu", "--report-to", "TensorBoard, mlflow", "--json"])
+                     "--batch-size", "8", "--device", "cpu", "--report-to", "TensorBoard, mlflow", "--json",
+                     "--foreground"])
         assert code == 0
         run = RunStore(home).list()[0]
         uri = trackers.mlflow_uri()

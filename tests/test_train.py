@@ -110,11 +110,12 @@ def test_cli_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
         assert len(lines) == 1 and "Traceback" not in err, err
 
 
-def test_cli_zero_examples_after_mining_exits_2(tiny_model_dir, contrastlab_home):
-    out = _cli("train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--threshold", "1.0",
-               "--examples", "16", env_home=contrastlab_home)
-    assert out.returncode == 2, out.stderr
-    assert "lower the threshold" in out.stderr
+def test_cli_zero_examples_after_mining_exits_2(tiny_model_dir, capsys):
+    from core.cli import main
+
+    code = main(["train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--threshold", "1.0",
+                 "--examples", "16", "--foreground"])
+    assert code == 2 and "lower the threshold" in capsys.readouterr().err
 
 
 # A clean process (plain sentence-transformers, no ContrastLab on its path) reads the exported model's path and the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
@@ -56,6 +57,9 @@ def train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distributed
             text = f"{param.help} [{', '.join(r.name for r, _q in owners)}]"
         add_flag(p, param, text)
     p.add_argument("--out", help="export the finished model (and its card, config, embeddings) into this folder")
+    p.add_argument("--foreground", action="store_true", help="train in this process instead of a background worker: "
+                   "no worker to start (8-10 s of imports), for a debugger, a profiler or a batch job; the run ends "
+                   "if this process does")
     p.add_argument("--json", action="store_true")
 
 
@@ -137,9 +141,19 @@ def progress_run(store, run) -> tuple[object, str]:
     return (child, f"{run.progress.get('phase')} · ") if child.active else (run, "")
 
 
-def follow(store, run_id: str, start: bool = True) -> object:
-    """Start the run's worker process (unless `start` is False: it was started already) and show its progress
-    until it ends (a dead worker ends it as failed, see launch.poll); Ctrl-C cancels it."""
+def follow(store, run_id: str, start: bool = True, foreground: bool = False) -> object:
+    """Start the run's worker process (unless `start` is False: it was started already; with `foreground`, a thread
+    of this process instead) and show its progress until it ends (a dead worker ends it as failed, see
+    launch.poll); Ctrl-C cancels it."""
+    if foreground:
+        # The run's own output (the trainer's log lines) goes to stderr beside the progress bar, as a worker's goes to
+        # its log: stdout stays the command's result, one JSON object with --json.
+        with contextlib.redirect_stdout(sys.stderr):
+            thread = launch.start_here(store, run_id)
+            try:
+                return follow(store, run_id, start=False)
+            finally:
+                thread.join()
     if start:
         launch.start(store, run_id)
     bar, phase = None, None
@@ -195,16 +209,19 @@ def cmd_train(args, overrides: dict | None = None) -> dict:
     than node 0 (--node-rank > 0) no run: this machine's processes, which take their settings from node 0."""
     nproc, nnodes, device = _world(args)  # the launch flags first: a bad one answers before the corpus is read
     _check_processes(nproc, device, args.oversubscribe)
+    if args.foreground and nproc * nnodes > 1:
+        raise UserError("--foreground runs the run in this process; a run over several processes (--nproc, --nnodes) "
+                        "is started by its launcher: drop one or the other.")
     meet = ddp.rendezvous(nnodes, args.node_rank, args.master_addr, args.master_port)
     if meet is not None and meet.node_rank > 0:
         return _follow_node(nproc, nnodes, meet)
     store = RunStore()
-    if nproc * nnodes == 1:
+    if nproc * nnodes == 1 and not args.foreground:
         _warm_early(store)
     run_id = store.create("train", train_config(args, overrides))
     if meet is not None:  # node 0 of a run over several machines: its launcher meets the others there
         launch.start(store, run_id, meet)
-    return _finish_run(store, follow(store, run_id, start=meet is None), args)
+    return _finish_run(store, follow(store, run_id, start=meet is None, foreground=args.foreground), args)
 
 
 def _warm_early(store: RunStore) -> None:
@@ -309,7 +326,7 @@ def cmd_sweep(args) -> dict:
     store = RunStore()
     sweep_id = store.create("sweep", sweep_config(base, recipes, margins, seeds, engine=args.engine,
                                                   address=args.address))
-    run = follow(store, sweep_id)
+    run = follow(store, sweep_id, foreground=args.foreground)
     if run.status == "failed":  # exit 2 when the cause was the user's input (an address Ray cannot connect to)
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
         raise RunFailed(code, f"sweep {sweep_id} failed: {run.error}")
