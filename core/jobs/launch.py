@@ -8,7 +8,7 @@ import threading
 import time
 
 from core.errors import UserError
-from core.jobs import ddp, standby
+from core.jobs import ddp, standby, worker
 from core.jobs.process import LOG_NAME, spawn
 from core.runs.store import Run, RunStore, pid_alive
 from core.storage import remove_stale_temps
@@ -35,20 +35,18 @@ def start_here(store: RunStore, run_id: str) -> threading.Thread:
     """Execute a queued run in a thread of this process (the CLI's --foreground): no worker process to start, whose
     imports take 8-10 s of CPU, for a debugger or a profiler, or a batch job that should end with its run. The run
     ends with this process. Returns the thread, started."""
-    from core.jobs import worker  # the training stack: imported here only when a run executes in this process
-
     cfg = _queued(store, run_id)
     if cfg is not None and cfg.world_size > 1:
         raise UserError(f"Run {run_id} trains over {cfg.world_size} processes, which their launcher starts; "
                         "it cannot run in the foreground.")
     _claim(store, run_id, os.getpid())
     remove_stale_temps()  # as a worker does when it starts
-    thread = threading.Thread(target=_execute_here, args=(worker, store, run_id), name=f"run-{run_id}", daemon=True)
+    thread = threading.Thread(target=_execute_here, args=(store, run_id), name=f"run-{run_id}", daemon=True)
     thread.start()
     return thread
 
 
-def _execute_here(worker, store: RunStore, run_id: str) -> None:
+def _execute_here(store: RunStore, run_id: str) -> None:
     try:
         worker.execute(store, run_id)
     except BaseException as exc:  # execute records every Exception; anything else would leave the run active
