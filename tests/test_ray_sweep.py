@@ -35,7 +35,7 @@ WAIT_S = 180  # generous upper bounds for a busy machine; the tests end as soon 
 def ray_local():
     """A local Ray instance for the whole module: starting one takes seconds."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=RAY_CPUS, include_dashboard=False)
+    ray_sweep.start_local(ray, num_cpus=RAY_CPUS)  # as a sweep without an address starts one, busy machine included
     yield ray
     ray.shutdown()
 
@@ -347,3 +347,41 @@ def test_the_cli_sweeps_on_a_running_ray_cluster(tiny_model_dir, ray_local, cont
     assert result["status"] == "done" and [r["status"] for r in result["runs"]] == ["done", "done"]
     assert sorted(r["margin"] for r in result["runs"]) == [0.1, 1.0]
     assert all(r["after"] for r in result["runs"])
+
+
+class _FlakyRay:
+    """ray.init failing with `errors` in turn (None: it starts), recording the calls."""
+
+    def __init__(self, *errors: Exception | None) -> None:
+        self.errors, self.inits, self.shutdowns = list(errors), 0, 0
+
+    def init(self, **kwargs) -> None:
+        self.inits += 1
+        error = self.errors.pop(0)
+        if error is not None:
+            raise error
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+
+TIMED_OUT = Exception("The current node timed out during startup. This could happen because some of the raylet "
+                      "failed to startup or the GCS has become overloaded.")
+
+
+def test_a_local_ray_start_that_times_out_on_a_busy_machine_is_tried_again(caplog):
+    ray = _FlakyRay(TIMED_OUT, None)
+    ray_sweep.start_local(ray, num_cpus=2)
+    assert (ray.inits, ray.shutdowns) == (2, 1)
+    assert "starting it again (try 2 of 3)" in caplog.text
+
+
+def test_a_local_ray_start_gives_up_after_its_tries_and_other_errors_are_not_retried():
+    ray = _FlakyRay(*[TIMED_OUT] * ray_sweep.LOCAL_START_TRIES)
+    with pytest.raises(Exception, match="timed out during startup"):
+        ray_sweep.start_local(ray, num_cpus=2)
+    assert ray.inits == ray_sweep.LOCAL_START_TRIES
+    ray = _FlakyRay(RuntimeError("no space left on device"), None)
+    with pytest.raises(RuntimeError, match="no space left"):
+        ray_sweep.start_local(ray, num_cpus=2)
+    assert (ray.inits, ray.shutdowns) == (1, 0)

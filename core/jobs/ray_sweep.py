@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import queue
 import re
@@ -48,6 +49,12 @@ CANCEL_GRACE_S = 10.0  # a task still running this long after ray.cancel is kill
 CONNECT_TIMEOUT_S = 5.0  # ray.init on an unreachable address retries for minutes; a TCP check answers first
 FILE_SETTINGS = ("corpus", "sts_corpus", "documents")  # the settings that name input files the tasks need
 ADDRESS_MAX = 300
+# Ray waits a fixed 30 s (ray._private.node) for a new local node to register with its GCS; on 2 cores at load 10 (a
+# fresh-clone CI beside three spinning processes) that window passed. A start that times out so is tried again.
+LOCAL_START_TRIES = 3
+STARTUP_TIMEOUT = "timed out during startup"  # Ray's message; it raises a plain Exception
+
+logger = logging.getLogger(__name__)
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _ADDRESS = re.compile(rf"(?P<client>ray://)?(?P<host>{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]{{2,45}}\]):"
                       r"(?P<port>[0-9]{1,5})")
@@ -279,6 +286,21 @@ def _shipped_files(cfg: dict) -> dict[str, dict]:
     return files
 
 
+def start_local(ray, num_cpus: int | None = None) -> None:
+    """A local Ray instance with this machine's CPUs (or `num_cpus`), tried again up to LOCAL_START_TRIES times when
+    Ray's own start-up window passes on a busy machine; any other failure, or the last, is raised as Ray gave it."""
+    for attempt in range(1, LOCAL_START_TRIES + 1):
+        try:
+            ray.init(num_cpus=num_cpus or _local_cpus(), include_dashboard=False)
+            return
+        except Exception as exc:
+            if STARTUP_TIMEOUT not in str(exc) or attempt == LOCAL_START_TRIES:
+                raise
+            ray.shutdown()
+            logger.warning("A local Ray instance did not start within Ray's 30 s (a busy machine); starting it again "
+                           "(try %d of %d).", attempt + 1, LOCAL_START_TRIES)
+
+
 def _local_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -328,7 +350,7 @@ def connect(ray, address: str | None) -> None:
     on_sigterm = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
     try:
         if address is None:
-            ray.init(num_cpus=_local_cpus(), include_dashboard=False)
+            start_local(ray)
             return
         if address != "auto":
             reachable(address)
