@@ -23,6 +23,7 @@ atexit.register(shutil.rmtree, _SESSION_HOME, ignore_errors=True)
 from hypothesis import HealthCheck, settings  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from core import collector  # noqa: E402
 from tests.tiny_model import build_tiny_model  # noqa: E402
 
 # Property tests check what a function returns, not how fast: on 2 busy cores hypothesis's 200 ms deadline failed a
@@ -54,6 +55,13 @@ def pytest_configure(config) -> None:
     # the long files above, most of them a few tests each, last: keep the order given here (--no-loadscope-reorder).
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+
+
+def pytest_collection_finish(session) -> None:
+    # Collection imported the training stack (about 600,000 objects the collector tracks), and every full
+    # collection after it, two after each in-process training run, walked them all: 114 s of the two workers' wall
+    # in one suite run. Frozen, they are skipped (core.collector).
+    collector.freeze_imports()
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core import collector
 from core.errors import Cancelled, UserError
 from core.jobs import standby
 from core.jobs.process import LOG_NAME
@@ -152,7 +153,9 @@ def _resolve(kind: str) -> Callable[[JobContext], dict | None]:
     if target is None:
         raise UserError(f"Unknown run kind '{kind}'; expected one of: {', '.join(sorted(JOBS))}.")
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    job = getattr(importlib.import_module(module), name)
+    collector.freeze_imports()  # a process that executes runs: its full collections need not walk the imports again
+    return job
 
 
 def _describe(exc: BaseException) -> str:
