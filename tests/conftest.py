@@ -42,7 +42,7 @@ APP_TIMEOUT_S = 90  # the first run imports torch; a synchronous training run ad
 # name prefixes; the first that matches a file gives its place. test_ddp.py and test_ray_sweep.py, which start many
 # processes each, are not the first two, so that they do not start together.
 LONG_FILES = ("test_ddp.py", "test_browser.py", "test_ray_sweep.py", "test_projection.py",
-              "test_train.py", "test_reliability_runs.py", "test_browser_maps_select.py", "test_standby_orphan.py",
+              "test_train.py", "test_reliability_runs.py", "test_browser_views.py", "test_standby_orphan.py",
               "test_reliability_caches.py", "test_browser", "test_selection.py", "test_standby")
 
 
