@@ -39,6 +39,7 @@ START_TIMEOUT_S = 40
 STEP_TIMEOUT_MS = 60_000  # as the explicit waits for a first render
 VIEWPORT = {"width": 1400, "height": 1000}
 NARROW_WIDTH = 1280
+NARROW_VIEWPORT = {"width": NARROW_WIDTH, "height": 900}
 # The live run: long enough for the panel (refreshed every second) to show training under way.
 LIVE_STEPS, LIVE_EVAL_EVERY = 60, 20
 LIVE_TRAINING = re.compile(rf"^training: \d+ / {LIVE_STEPS} steps · about \d+ (s|min) left · [\d,]+ examples/s$")
@@ -129,7 +130,7 @@ def page(browser):
 @pytest.fixture
 def narrow_page(browser):
     """A laptop-width window (NARROW_WIDTH px): tables and plot labels must fit there too."""
-    yield from _page(browser, {"width": NARROW_WIDTH, "height": 900})
+    yield from _page(browser, NARROW_VIEWPORT)
 
 
 def wait_idle(page) -> None:
@@ -150,14 +151,14 @@ def cut_metric_labels(page) -> list[str]:
         .map(label => label.innerText.trim())""")
 
 
-def screenshot(page, name: str) -> Path:
-    """A picture of the whole page: the viewport grows to the main area's height first."""
+def screenshot(page, name: str, viewport: dict = VIEWPORT) -> Path:
+    """A picture of the whole page at the viewport's width: the viewport grows to the main area's height first."""
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], height)})
+    page.set_viewport_size({"width": viewport["width"], "height": max(viewport["height"], height)})
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / name
     page.screenshot(path=str(path))
-    page.set_viewport_size(VIEWPORT)
+    page.set_viewport_size(viewport)
     return path
 
 

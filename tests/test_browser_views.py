@@ -26,7 +26,7 @@ from core.jobs.quick import quick_config
 from core.jobs.sweep import grid, sweep_config
 from tests import test_browser
 from tests.conftest import train_runs
-from tests.test_browser import SCREENSHOTS, assert_no_errors, wait_idle
+from tests.test_browser import NARROW_VIEWPORT, SCREENSHOTS, assert_no_errors, screenshot, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -45,15 +45,6 @@ def finished_runs(home, tiny_model_dir) -> list[str]:
             "lr": 5e-3}  # a random tiny model barely moves at the default rate: these runs land apart
     configs = [*grid(sweep_config(base, ["triplet"], [0.1], seeds=2)), quick_config(base, 0.5)]
     return train_runs(home, configs, corpus_name="demo_corpus")
-
-
-def page_screenshot(page, name: str) -> None:
-    """The whole page at 1280 px."""
-    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": WIDTH, "height": max(900, height)})
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name))
-    page.set_viewport_size({"width": WIDTH, "height": 900})
 
 
 # --- Trade-off ----------------------------------------------------------------------------------------------------
@@ -106,7 +97,7 @@ def test_tradeoff_points_are_labelled_and_error_bars_switch_at_1280_px(server, n
     wait_idle(page)
     assert_no_errors(page)
     page.mouse.move(0, 0)
-    page_screenshot(page, "tradeoff-ci.png")  # before the checks, so a failure can be looked at
+    screenshot(page, "tradeoff-ci.png", NARROW_VIEWPORT)  # before the checks, so a failure can be looked at
 
     state = plot_state(page)
     labels = {label["text"]: label["box"] for label in state["labels"]}
@@ -189,7 +180,7 @@ def test_runs_comparison_table_shows_every_column_filled_at_1280_px(server, narr
         assert page.get_by_role("button", name=label).is_visible()
 
     page.mouse.move(0, 0)
-    page_screenshot(page, "runs-compare.png")
+    screenshot(page, "runs-compare.png", NARROW_VIEWPORT)
 
 
 # --- Attention ----------------------------------------------------------------------------------------------------
@@ -255,7 +246,7 @@ def test_attention_page_tokens_click_to_enlarge_and_layer_choice(server, narrow_
     wait_idle(page)
     assert_no_errors(page)
     page.mouse.move(0, 0)
-    page_screenshot(page, "attention-layers.png")
+    screenshot(page, "attention-layers.png", NARROW_VIEWPORT)
 
 
 # --- Maps ---------------------------------------------------------------------------------------------------------
@@ -331,7 +322,7 @@ def test_maps_box_selection_lists_the_selected_texts(server, page, finished_runs
     marked = page.evaluate(MARKED)
     assert marked == [len(selected), len(selected)]
     page.mouse.move(0, 0)
-    test_browser.screenshot(page, "maps-selection.png")
+    screenshot(page, "maps-selection.png")
 
     # A rerun that redraws the maps (coloured by split now) keeps the list and the marks on both maps.
     page.get_by_role("radiogroup", name="Colour by").get_by_text("split", exact=True).click()
