@@ -23,7 +23,7 @@ import core.runs.store
 from core.cli import main
 from core.errors import UserError, shorten
 from core.jobs.sweep import sweep_config
-from core.models.loading import layer_count
+from core.models.loading import layer_count, model_type, supports_top_layers
 from core.runs.export import export_run
 from core.runs.store import RunStore
 from core.storage import home
@@ -153,6 +153,26 @@ def test_layer_count_reads_the_config_without_loading_weights(tiny_model_dir, tm
     (nested / "0_Transformer" / "model.safetensors").unlink()  # weights are never read
     assert layer_count(str(nested)) == 2
     assert TrainConfig(corpus="x.csv", model=str(tiny_model_dir), freeze_layers=2).freeze_layers == 2
+
+
+def test_layer_count_and_type_of_configs_that_name_them_otherwise_or_break(tiny_model_dir, tmp_path):
+    """config.json is read as JSON; a count under another name (DistilBERT's n_layers) goes through transformers'
+    own reading, and an unreadable config is one clear error."""
+    distil = tmp_path / "distil"
+    distil.mkdir()
+    (distil / "config.json").write_text(json.dumps({"model_type": "distilbert", "n_layers": 3, "dim": 48,
+                                                    "n_heads": 2, "hidden_dim": 96, "vocab_size": 30}))
+    assert layer_count(str(distil)) == 3
+    assert model_type(str(distil)) == "distilbert" and not supports_top_layers(model_type(str(distil)))
+    assert model_type(str(tiny_model_dir)) == "bert" and supports_top_layers("bert")
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    for text in ("{not json", "[1, 2]", ""):
+        (broken / "config.json").write_text(text)
+        with pytest.raises(UserError, match="Could not read the configuration"):
+            layer_count(str(broken))
+    (broken / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": True}))
+    assert layer_count(str(broken)) is None  # not a count
 
 
 def test_train_page_refuses_freezing_more_layers_than_the_model_has(app, monkeypatch):

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from core.errors import UserError
 from core.jobs import launch
-from core.models.loading import layer_count, model_type
+from core.models.loading import layer_count, model_type, supports_top_layers
 from core.runs.store import ACTIVE, RunStore
 from core.training.config import TrainConfig
 from core.training.recipes import get_recipe
-from core.training.top_layers import supports_top_layers
 
 # The quick model's budget: small enough to train in seconds on a CPU. Runs whose config has exactly this
 # budget are "quick" (TrainConfig rejects extra keys, so the budget itself is the mark).

@@ -2,6 +2,7 @@
 
 - ``loading``: local directory > packaged model > hub id, device choice, weights fingerprint:
   ``load_model``, ``resolve_model``, ``pick_device``, ``check_device``, ``visible_gpus``, ``layer_count``,
+  ``model_type``, ``supports_top_layers`` (the architectures a quick point can train the top layers of alone),
   ``model_fingerprint``.
 - ``encode``: one forward pass per batch through the model's own modules for pooled embeddings, every layer's
   mean and attentions, with a disk cache: ``encode``, ``encode_cached``, ``count_overlong``, ``eager_attention``

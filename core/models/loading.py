@@ -118,19 +118,38 @@ def _uses_ata(path: str) -> bool:
     return modules.exists() and "ATATransformer" in modules.read_text(encoding="utf-8")
 
 
-def _hf_config(name: str | None):
-    """The model's Hugging Face config, read without loading the weights; None for a hub id."""
+# Encoders whose layers take (hidden states, attention mask) and nothing else, so a quick point can train only the
+# top layers from cached frozen states (core.training.top_layers): MPNet (relative position bias) and DistilBERT
+# (another layout) do not, and train all layers in quick mode.
+TOP_LAYER_TYPES = ("bert", "roberta", "xlm-roberta", "electra")
+
+
+def supports_top_layers(kind: str | None) -> bool:
+    """Whether an architecture ('bert', 'mpnet', ...) can train its top layers alone (TOP_LAYER_TYPES)."""
+    return kind in TOP_LAYER_TYPES
+
+
+def _hf_config(name: str | None, key: str):
+    """One entry of the model's Hugging Face config, read without loading the weights; None for a hub id or where the
+    config does not say. config.json is read as JSON (transformers' import costs a CLI call 1-2 s of its start);
+    transformers' own reading only for a key under another name there (DistilBERT's n_layers)."""
     path = Path(resolve_model(name))
     if not path.is_dir():
         return None
-    setup_offline()
-    from transformers import AutoConfig  # only when needed: keeps the CLI's start-up light
-
     try:
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8")) if (
             path / "modules.json").exists() else []
-        folder = next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith("Transformer")), "")
-        return AutoConfig.from_pretrained(str(path / folder))
+        folder = path / next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith("Transformer")),
+                             "")
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("config.json does not hold an object")
+        if key in data:
+            return data[key]
+        setup_offline()
+        from transformers import AutoConfig  # only when needed: keeps the CLI's start-up light
+
+        return getattr(AutoConfig.from_pretrained(str(folder)), key, None)
     except (OSError, ValueError, AttributeError, TypeError) as exc:
         raise UserError(f"Could not read the configuration of model {shorten(name or DEFAULT_MODEL)} in {path}: "
                         f"{shorten(exc, 120)}") from exc
@@ -139,13 +158,13 @@ def _hf_config(name: str | None):
 def layer_count(name: str | None) -> int | None:
     """The model's number of transformer layers, from its config, so a config that freezes more layers than exist
     is refused before a worker starts; None for a hub id or a model whose config does not say."""
-    layers = getattr(_hf_config(name), "num_hidden_layers", None)
-    return layers if isinstance(layers, int) else None
+    layers = _hf_config(name, "num_hidden_layers")
+    return layers if isinstance(layers, int) and not isinstance(layers, bool) else None
 
 
 def model_type(name: str | None) -> str | None:
     """The architecture named in the model's config ('bert', 'mpnet', ...); None for a hub id."""
-    kind = getattr(_hf_config(name), "model_type", None)
+    kind = _hf_config(name, "model_type")
     return kind if isinstance(kind, str) else None
 
 

@@ -34,7 +34,8 @@
 - ``paper_budget``: the Train page's note where a recipe's default budget differs from its paper's, with the
   paper budget's ETA on this machine: ``paper_budget_note``, ``paper_budget_note_for``.
 - ``top_layers``: training only the top n layers from the frozen part's cached output (the quick margin point's
-  fast path): ``top_layers_view``, ``split_layer``, ``TopLayers``, ``supports_top_layers``, ``SUPPORTED``.
+  fast path): ``top_layers_view``, ``split_layer``, ``TopLayers`` (which architectures can:
+  ``core.models.loading.supports_top_layers``).
 - ``selection``: picking a run's checkpoint, step 0 included, by the STS Spearman of a split of its STS corpus:
   ``CheckpointSelection``, ``selection_pairs``.
 - ``card``: the saved model card, led by what the run did, with sentence-transformers' card data filled:

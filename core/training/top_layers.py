@@ -23,21 +23,14 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from core.errors import UserError
 from core.models import engine
-from core.models.loading import model_fingerprint
+from core.models.loading import TOP_LAYER_TYPES, model_fingerprint, supports_top_layers
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, save_array
 
-# Encoders whose layers take (hidden states, attention mask) and nothing else: MPNet (relative position bias) and
-# DistilBERT (another layout) do not, and train all layers in quick mode.
-SUPPORTED = ("bert", "roberta", "xlm-roberta", "electra")
 BATCH = 64
 PROBE = 8  # texts from each end of the length order that check a new ONNX graph against torch
 
 Progress = Callable[[int, int], None]
-
-
-def supports_top_layers(model_type: str | None) -> bool:
-    return model_type in SUPPORTED
 
 
 def _key(ids: torch.Tensor | np.ndarray) -> bytes:
@@ -130,7 +123,7 @@ def split_layer(model, top: int) -> int:
     model_type = getattr(hf.config, "model_type", None)
     layers = getattr(getattr(hf, "encoder", None), "layer", None)
     if not supports_top_layers(model_type) or not isinstance(layers, torch.nn.ModuleList):
-        raise UserError(f"top_layers needs a BERT-style encoder ({', '.join(SUPPORTED)}); this model is "
+        raise UserError(f"top_layers needs a BERT-style encoder ({', '.join(TOP_LAYER_TYPES)}); this model is "
                         f"{model_type or 'of an unknown type'}. Set top_layers to 0 to train every layer.")
     if not 0 < top <= len(layers):
         raise UserError(f"top_layers must be between 1 and {len(layers)}, the model's layers; got {top}.")
