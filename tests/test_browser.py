@@ -41,7 +41,7 @@ VIEWPORT = {"width": 1400, "height": 1000}
 NARROW_WIDTH = 1280
 NARROW_VIEWPORT = {"width": NARROW_WIDTH, "height": 900}
 # The live run: long enough for the panel (refreshed every second) to show training under way.
-LIVE_STEPS, LIVE_EVAL_EVERY = 60, 20
+LIVE_STEPS, LIVE_EVAL_EVERY = 40, 20
 LIVE_TRAINING = re.compile(rf"^training: \d+ / {LIVE_STEPS} steps · about \d+ (s|min) left · [\d,]+ examples/s$")
 
 
@@ -226,7 +226,7 @@ def test_train_run_live_then_runs_and_export(server, page, home):
     assert "run=" in page.url  # a reload or second tab on this URL shows the same run
     run = RunStore(home).get(page.url.split("run=")[1].split("&")[0])
     assert run.status == "done"
-    assert [point["step"] for point in run.history] == [0, 20, 40, LIVE_STEPS]  # the last step evaluated once
+    assert [point["step"] for point in run.history] == [0, LIVE_EVAL_EVERY, LIVE_STEPS]  # the last step evaluated once
     assert run.history[-1]["polarity"] == run.metrics_after["polarity"]
     assert f"pid {run.pid} on standby" in (home / "standby" / "standby.log").read_text()  # a pre-warmed worker
     assert_no_errors(page)
