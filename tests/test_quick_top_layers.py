@@ -25,7 +25,7 @@ from core.models.loading import load_model
 from core.runs.store import RunStore
 from core.storage import cache_dir
 from core.training.config import TrainConfig
-from core.training.top_layers import TopLayers, split_layer, top_layers_view
+from core.training.top_layers import TopLayers, record_frozen_states, split_layer, top_layers_view
 from core.training.trainer import SilentReporter, run_training
 from tests.tiny_model import build_tiny_model
 
@@ -90,6 +90,50 @@ def test_a_damaged_cache_is_recomputed(deep):
         assert second.misses == 0 and set(second.states) == set(states)
 
 
+@pytest.fixture
+def in_torch_here(monkeypatch):
+    """Encodes in this process in torch (not ONNX Runtime, not encode workers), whatever the machine's load: the
+    only encodes whose frozen states a full pass can record."""
+    monkeypatch.setenv("CONTRASTLAB_ENGINE", "torch")
+    monkeypatch.setenv("CONTRASTLAB_ENCODE_WORKERS", "0")
+
+
+def _counting_lower(monkeypatch) -> list[int]:
+    """Rows TopLayers.lower computes, per call."""
+    calls: list[int] = []
+    lower = TopLayers.lower
+
+    def counted(self, input_ids, *args, **kwargs):
+        calls.append(len(input_ids))
+        return lower(self, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(TopLayers, "lower", counted)
+    return calls
+
+
+def test_a_full_pass_records_the_frozen_states_and_prefill_computes_only_the_rest(deep, in_torch_here, monkeypatch):
+    texts = [*TEXTS, "a [PAD] token inside a text"]  # the padding token mid-text: its length is still the text's
+    assert deep.tokenizer.pad_token_id in deep.preprocess(texts[-1:])["input_ids"][0, 1:-1].tolist()
+    with top_layers_view(deep, 2, texts) as computed:  # the frozen layers' own pass, for comparison
+        expected = dict(computed.states)
+    for entry in cache_dir("embeddings").glob("*frozen-below-2*"):
+        entry.unlink()  # so the views below compute (or take) their states again
+    seen = [*texts[:2], texts[-1], texts[3]]
+    with record_frozen_states(deep, 2) as known:
+        encode(deep, seen, layers=True)
+    assert len(known) == len(seen) and set(known) <= set(expected)
+    for key, state in known.items():
+        torch.testing.assert_close(state, expected[key], atol=1e-5, rtol=0)
+    encode(deep, texts)
+    assert len(known) == len(seen)  # the hooks are gone after the block
+    calls = _counting_lower(monkeypatch)
+    with top_layers_view(deep, 2, texts, known=known) as view:
+        assert sum(calls) == len(texts) - len(seen)  # the texts the pass did not see
+        fast = encode(deep, texts).embeddings
+        assert view.misses == 0
+    np.testing.assert_allclose(fast, encode(deep, texts).embeddings, atol=1e-5)
+
+
 def test_unsupported_architectures_and_counts_are_refused(deep):
     with pytest.raises(UserError, match="between 1 and 4"):
         split_layer(deep, 5)
@@ -100,11 +144,14 @@ def test_unsupported_architectures_and_counts_are_refused(deep):
         split_layer([SimpleNamespace(auto_model=mpnet)], 2)
 
 
-def test_training_changes_only_the_top_layers_and_the_point_is_the_saved_models(deep_dir, tmp_path):
+def test_training_changes_only_the_top_layers_and_the_point_is_the_saved_models(deep_dir, tmp_path, in_torch_here,
+                                                                                   monkeypatch):
     cfg = TrainConfig(corpus=str(demo_corpus_path()), model=str(deep_dir), top_layers=2, examples=32, batch_size=16,
                       lr=1e-3)
     before = load_model(str(deep_dir), device="cpu").state_dict()
+    calls = _counting_lower(monkeypatch)
     result = run_training(cfg, SilentReporter(), tmp_path)
+    assert calls == []  # the before-evaluation's pass gave every frozen state (issue 32: the cold quick point)
     saved = load_model(str(tmp_path / "model"), device="cpu")
     after = saved.state_dict()
     changed = {name for name, value in after.items() if not torch.equal(value, before[name])}

@@ -130,9 +130,11 @@ def split_layer(model, top: int) -> int:
     return len(layers) - top
 
 
-def prefill(view: TopLayers, model, texts: Sequence[str], progress: Progress | None = None) -> None:
+def prefill(view: TopLayers, model, texts: Sequence[str], progress: Progress | None = None,
+            known: dict[bytes, torch.Tensor] | None = None) -> None:
     """Fill `view.states` for `texts` from the disk cache, computing (and caching) them when absent: one pass of
-    the frozen model over the texts, longest first, in batches."""
+    the frozen model over the texts, longest first, in batches, for the texts whose states `known` lacks (those a
+    full pass of the same weights recorded, record_frozen_states)."""
     texts = list(dict.fromkeys(texts))
     if not texts:
         return
@@ -144,12 +146,54 @@ def prefill(view: TopLayers, model, texts: Sequence[str], progress: Progress | N
     tokens = load_array(tokens_path, (None, 2)) if states is not None else None
     if tokens is None or len(tokens) != len(states):
         with threads_for_free_cores() if model.device.type == "cpu" else nullcontext():  # beside others' work
-            tokens, states = _compute(view, model, fingerprint, texts, progress)
+            tokens, states = _compute(view, model, fingerprint, texts, progress, known or {})
         save_array(states_path, states)
         save_array(tokens_path, tokens)  # written last: its presence means both are complete
     bounds = np.flatnonzero(np.diff(tokens[:, 0])) + 1
     for ids, row_states in zip(np.split(tokens[:, 1], bounds), np.split(states, bounds)):
         view.states[_key(ids)] = torch.from_numpy(row_states)
+
+
+@contextmanager
+def record_frozen_states(model, top: int) -> Iterator[dict[bytes, torch.Tensor]]:
+    """Within the block, each forward of `model` in this process in torch records, per text, the hidden state entering
+    its top `top` layers, keyed as TopLayers keys its states: a top-layers run's before-evaluation, a full pass over
+    the texts its frozen states are needed for, so gives them to prefill (the demo corpus's cold quick point: 1.9 s
+    of frozen-layer pass saved). Encodes that run elsewhere (ONNX Runtime, encode workers) record nothing, and prefill
+    computes what is missing."""
+    split = split_layer(model, top)
+    states: dict[bytes, torch.Tensor] = {}
+    if split == 0:  # the states are the embeddings' output: computing them costs next to nothing
+        yield states
+        return
+    hf = model[0].auto_model
+    pad = hf.config.pad_token_id
+    ids: list[torch.Tensor | None] = [None]
+
+    def inputs(_module, _args, kwargs) -> None:
+        ids[0] = kwargs.get("input_ids")
+
+    def output(_module, _args, out) -> None:
+        hidden = out[0] if isinstance(out, tuple) else out
+        batch_ids, ids[0] = ids[0], None
+        if batch_ids is None or pad is None or hidden.shape[:2] != batch_ids.shape:
+            return  # not a batch this hook can key: prefill computes its states
+        # a text's tokens end at its last non-padding one (padding is on the right, as TopLayers keys them)
+        positions = torch.arange(1, batch_ids.shape[1] + 1, device=batch_ids.device)
+        lengths = torch.where(batch_ids != pad, positions, 0).max(1).values.tolist()
+        hidden = hidden.detach().float().cpu()
+        for row, length in enumerate(lengths):
+            states[_key(batch_ids[row, :length])] = hidden[row, :length].clone()
+
+    # The Hugging Face model's own forward is called as a method (no module hooks run there): its embeddings are
+    # called as a module, with the token ids.
+    handles = [hf.embeddings.register_forward_pre_hook(inputs, with_kwargs=True),
+               hf.encoder.layer[split - 1].register_forward_hook(output)]
+    try:
+        yield states
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 Lower = Callable[[dict[str, torch.Tensor]], list[torch.Tensor]]  # tokenized batch -> (length, hidden) per row
@@ -188,18 +232,28 @@ def _lower(view: TopLayers, model, fingerprint: str, texts: list[str], order: np
     return in_torch if graph is None else in_graph(graph)
 
 
-def _compute(view: TopLayers, model, fingerprint: str, texts: list[str], progress: Progress | None
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, states): for every token of every text, [text index, token id] and its hidden state."""
+def _compute(view: TopLayers, model, fingerprint: str, texts: list[str], progress: Progress | None,
+             known: dict[bytes, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, states): for every token of every text, [text index, token id] and its hidden state; the frozen
+    layers run only on the texts whose states `known` lacks."""
     order = np.argsort([-len(t) for t in texts], kind="stable")
-    lower_states = _lower(view, model, fingerprint, texts, order)
+    lower_states = None
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for start in range(0, len(texts), BATCH):
         rows = order[start : start + BATCH]
         features = model.preprocess([texts[i] for i in rows])
-        ids = features["input_ids"]
-        lower = lower_states(features)
-        for position, (row, state) in enumerate(zip(rows, lower)):
+        ids, lengths = features["input_ids"], features["attention_mask"].sum(1).tolist()
+        states = [known.get(_key(ids[position, : int(n)])) for position, n in enumerate(lengths)]
+        missing = [position for position, state in enumerate(states) if state is None]
+        if missing:
+            if lower_states is None:  # chosen at the first miss: no graph is exported when every state is known
+                lower_states = _lower(view, model, fingerprint, texts, order)
+            width = int(max(lengths[position] for position in missing))
+            part = {name: value[missing, :width] for name, value in features.items()
+                    if isinstance(value, torch.Tensor) and value.dim() == 2}
+            for position, state in zip(missing, lower_states(part)):
+                states[position] = state
+        for position, (row, state) in enumerate(zip(rows, states)):
             found[int(row)] = (ids[position, : len(state)].cpu().numpy(), state.numpy())
         if progress:
             progress(min(start + BATCH, len(texts)), len(texts))
@@ -208,15 +262,16 @@ def _compute(view: TopLayers, model, fingerprint: str, texts: list[str], progres
 
 
 @contextmanager
-def top_layers_view(model, top: int, texts: Sequence[str] = (), progress: Progress | None = None
-                    ) -> Iterator[TopLayers]:
-    """Within the block, `model` runs only its top `top` layers from cached frozen states (prefilled for `texts`);
-    afterwards it is the plain model again, with whatever the block trained."""
+def top_layers_view(model, top: int, texts: Sequence[str] = (), progress: Progress | None = None,
+                    known: dict[bytes, torch.Tensor] | None = None) -> Iterator[TopLayers]:
+    """Within the block, `model` runs only its top `top` layers from cached frozen states (prefilled for `texts`,
+    from `known` where it has them: record_frozen_states); afterwards it is the plain model again, with whatever the
+    block trained."""
     split = split_layer(model, top)
     transformer = model[0]
     hf = transformer.auto_model
     view = TopLayers(hf, split)
-    prefill(view, model, texts, progress)
+    prefill(view, model, texts, progress, known)
     transformer.model = view
     try:
         yield view

@@ -41,7 +41,7 @@ from core.training.config import TrainConfig, corpus_options
 from core.training.eta import EncodeShare, RunEta, save_seconds
 from core.training.recipes import get_recipe
 from core.training.selection import CheckpointSelection, selection_pairs
-from core.training.top_layers import split_layer, top_layers_view
+from core.training.top_layers import record_frozen_states, split_layer, top_layers_view
 
 
 class Reporter(Protocol):
@@ -292,9 +292,11 @@ def _release_memory() -> None:
         pass
 
 
-def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset, reporter: Reporter):
+def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset, reporter: Reporter,
+                known: dict):
     """With top_layers, the block trains and evaluates only the model's top layers from cached frozen states
-    (core.training.top_layers), prefilled for the examples' texts and the texts the evaluation encodes."""
+    (core.training.top_layers), prefilled for the examples' texts and the texts the evaluation encodes (from `known`,
+    what the before-evaluation's pass recorded, where it has them)."""
     if not cfg.top_layers:
         return nullcontext()
     texts = [value for column in dataset.column_names for value in dataset[column] if isinstance(value, str)]
@@ -303,7 +305,7 @@ def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset
     reporter.progress(phase="caching the frozen layers' output", step=None, total=None, eta_s=None)
     return top_layers_view(model, cfg.top_layers, texts,
                            progress=lambda d, t: reporter.progress(phase="caching the frozen layers' output",
-                                                                   step=d, total=t))
+                                                                   step=d, total=t), known=known)
 
 
 def _scores(metrics: dict) -> dict:
@@ -401,9 +403,10 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     t_before = time.monotonic()
     phase("evaluating before training")
     before_timing: dict = {}
-    before = evaluate_corpus(reference if base_is_reference else model, reference, corpus, settings,
-                             progress=before_progress, model_name=cfg.model, sts=sts, lists=lists,
-                             timing=before_timing)
+    base = reference if base_is_reference else model  # the weights a top-layers run freezes, as loaded
+    with record_frozen_states(base, cfg.top_layers) if cfg.top_layers else nullcontext({}) as frozen:
+        before = evaluate_corpus(base, reference, corpus, settings, progress=before_progress, model_name=cfg.model,
+                                 sts=sts, lists=lists, timing=before_timing)
     reporter.progress(metrics_before=before)
     reporter.log_eval({"step": 0, **_scores(before)})
     timings["evaluate_before_s"] = time.monotonic() - t_before
@@ -426,7 +429,8 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     else:
         freeze_stats = freeze(model, cfg.freeze_embeddings, cfg.freeze_layers)
     t_states = time.monotonic()
-    with _top_layers(model, cfg, corpus, settings, dataset, reporter):
+    with _top_layers(model, cfg, corpus, settings, dataset, reporter, frozen):
+        frozen.clear()  # the view holds its own copy now
         timings["frozen_states_s"] = time.monotonic() - t_states
         loss = recipe.build_loss(model, cfg)
         evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
