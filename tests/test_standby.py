@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import UserError
 from core.jobs import launch, standby
 from core.jobs.process import LOG_NAME
 from core.runs.store import RunStore, pid_alive
@@ -131,3 +132,28 @@ def test_a_cli_run_starts_its_worker_before_checking_its_inputs(store, monkeypat
     [markers] = seen
     [marker] = [name for name in markers if name.endswith((".warming", ".ready"))]
     assert (standby.folder(store) / marker).read_text() == ""  # no parent recorded: detached
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "1e999", "[60]", "60 s"])
+def test_a_bad_standby_wait_is_one_line_and_serve_refuses_it(value, monkeypatch, capsys, contrastlab_home):
+    from core import cli
+
+    monkeypatch.setenv("CONTRASTLAB_STANDBY_S", value)
+    with pytest.raises(UserError, match="CONTRASTLAB_STANDBY_S must be the seconds") as exc:
+        standby.ensure(RunStore(contrastlab_home))
+    assert len(str(exc.value).splitlines()) == 1
+    assert cli.main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: CONTRASTLAB_STANDBY_S must be") and len(err.strip().splitlines()) == 1
+
+
+def test_serve_refuses_to_run_with_warm_workers_turned_off(monkeypatch, capsys, contrastlab_home):
+    from core import cli
+
+    for value in ("0", " 0.0 "):
+        monkeypatch.setenv("CONTRASTLAB_STANDBY_S", value)
+        assert standby.idle_s() == 0 and standby.ensure(RunStore(contrastlab_home)) is None
+        assert cli.main(["serve"]) == 2
+        assert "turns warm workers off" in capsys.readouterr().err
+    monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "")
+    assert standby.idle_s() == standby.DEFAULT_IDLE_S

@@ -3,7 +3,9 @@ while one that was handed a run finishes that run: real processes, the standby's
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +110,31 @@ def test_a_standby_left_by_a_cli_call_outlives_it_and_waits_its_own_time(stores)
     assert pid_alive(pid) and (standby.folder(store) / f"{pid}.ready").read_text() == ""  # no parent to leave with
     _wait(lambda: not pid_alive(pid), EXIT_TIMEOUT_S, "the unused standby to leave after its own 6 s")
     assert f"pid {pid} left standby unused" in _log(store) and _markers(store) == []
+
+
+def test_serve_keeps_a_warm_worker_replaces_it_after_its_run_and_stops_on_ctrl_c(tmp_path):
+    """`python -m core serve`: a run started meanwhile goes to its worker; a new one warms up only once that run has
+    ended; Ctrl-C ends the command (exit 0) and its unused worker."""
+    store = RunStore(tmp_path / "home")
+    env = {**os.environ, "CONTRASTLAB_HOME": str(store.root), "CONTRASTLAB_STANDBY_S": "600",
+           "PYTHONPATH": str(REPO_ROOT)}
+    serve = subprocess.Popen([sys.executable, "-m", "core", "serve", "--json"], cwd=REPO_ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait(lambda: standby.waiting(store), IMPORT_TIMEOUT_S, "serve's worker to be ready")
+        (first,) = [int(name.split(".")[0]) for name in _markers(store)]
+        run_id = store.create("wait", {"steps": 20, "step_s": 0.1})  # ~2 s: time for serve to look while it runs
+        assert launch.start(store, run_id) == first  # handed over: no new process
+        _wait(lambda: store.get(run_id).status == "done", 60, "the run to finish")
+        _wait(lambda: standby.waiting(store), IMPORT_TIMEOUT_S, "a second warm worker")
+        (second,) = [int(name.split(".")[0]) for name in _markers(store) if name.endswith(".ready")]
+        assert second != first
+    finally:
+        serve.send_signal(signal.SIGINT)
+        out, err = serve.communicate(timeout=60)
+    assert serve.returncode == 0, err
+    result = json.loads(out)
+    assert result["workers"] == [first, second] and result["stopped"] == [second], result  # none while it ran
+    assert err.count("waits for the next run") == 2
+    _wait(lambda: not pid_alive(second), EXIT_TIMEOUT_S, "the unused worker to end")
+    assert _markers(store) == []

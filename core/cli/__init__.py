@@ -7,7 +7,7 @@ Every user error prints one line to stderr and exits with status 2. Here: ``main
   ``TqdmPhases``, ``RunFailed``.
 - ``analysis``: the commands computed in this process: evaluate, layers, maps, compare, published.
 - ``training``: the commands that start a background run and follow it: train, quick, crop, sweep, reproduce
-  (``train_config``, ``follow``, ``progress_run``).
+  (``train_config``, ``follow``, ``progress_run``); serve, which keeps a worker warm for them.
 - ``runs``: the commands over recorded runs: runs, export.
 - ``parser``: every command's flags: ``build_parser``.
 
@@ -30,8 +30,8 @@ from core.cli.analysis import (cmd_compare, cmd_evaluate, cmd_layers, cmd_maps, 
 from core.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed
 from core.cli.parser import build_parser
 from core.cli.runs import cmd_export, cmd_runs, print_export, print_runs
-from core.cli.training import (cmd_crop, cmd_quick, cmd_reproduce, cmd_sweep, cmd_train, print_quick, print_reproduce,
-                               print_sweep, print_train)
+from core.cli.training import (cmd_crop, cmd_quick, cmd_reproduce, cmd_serve, cmd_sweep, cmd_train, print_quick,
+                               print_reproduce, print_serve, print_sweep, print_train)
 from core.errors import UserError
 from core.models.loading import setup_offline
 
@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[Callable, Callable]] = {
     "crop": (cmd_crop, print_train),
     "sweep": (cmd_sweep, print_sweep),
     "reproduce": (cmd_reproduce, print_reproduce),
+    "serve": (cmd_serve, print_serve),
     "runs": (cmd_runs, print_runs),
     "compare": (cmd_compare, print_compare),
     "export": (cmd_export, print_export),

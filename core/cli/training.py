@@ -1,9 +1,11 @@
-"""The commands that start a run in a background worker and follow it: train, quick, crop, sweep, reproduce."""
+"""The commands that start a run in a background worker and follow it: train, quick, crop, sweep, reproduce; and serve,
+which keeps a worker warm for them."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 
@@ -26,6 +28,7 @@ from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import get_recipe, recipe_params
 
 WORLD = ("nproc", "nnodes")  # the general settings of a run over several processes (core.jobs.ddp)
+SERVE_POLL_S = 1.0  # how often `serve` checks that a warm worker waits (a directory listing and one query)
 
 
 def train_args(p: argparse.ArgumentParser, with_recipe: bool = True, distributed: bool = True) -> None:
@@ -363,6 +366,29 @@ def cmd_reproduce(args) -> dict:
             **{key: after.get(key) for key in ("name", "quick", "model", "rows", "runs")}}
 
 
+def cmd_serve(args) -> dict:
+    """Keep a warm worker (core.jobs.standby) waiting for this home's runs until Ctrl-C, so a CLI call's run starts at
+    once instead of after a new worker's 6-7 s of imports, as a run started from the app does. A new one starts once
+    the last was taken and no run is active (its imports would take CPU from that run), or after one waited
+    CONTRASTLAB_STANDBY_S (15 min) unused; each leaves when this command ends."""
+    if standby.idle_s() <= 0:
+        raise UserError(f"{standby.ENV} is 0, which turns warm workers off; unset it (or set the seconds a worker "
+                        "may wait unused) to serve them.")
+    store = RunStore()
+    print(f"keeping a warm worker for the runs in {store.root}; Ctrl-C (or kill {os.getpid()}) to stop", file=sys.stderr)
+    started: list[int] = []
+    try:
+        while True:
+            pid = standby.ensure(store)
+            if pid is not None and pid not in started:
+                started.append(pid)
+                print(f"worker pid {pid} waits for the next run (once its imports are done)", file=sys.stderr)
+            time.sleep(SERVE_POLL_S)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the normal way to stop serving
+        stopped = standby.stop_all(store)
+    return {"home": str(store.root), "workers": started, "stopped": stopped}
+
+
 def print_train(r: dict) -> None:
     if "node_rank" in r:  # a follower node: the run and its results are node 0's
         print(f"node {r['node_rank']}: {r['status']} (the run's results are on node 0)")
@@ -408,3 +434,8 @@ def print_reproduce(r: dict) -> None:
         print(f"  {arm['label']}: {headline_text(arm['after'])}")
     print(f"  {r['arms_total'] - len(finished)} of {r['arms_total']} arms {r['status']} or not started; the table "
           "needs every arm, so it is not computed")
+
+
+def print_serve(r: dict) -> None:
+    print(f"stopped serving {r['home']}: {len(r['workers'])} warm worker(s) started, {len(r['stopped'])} unused "
+          "one(s) ended")

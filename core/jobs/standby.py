@@ -18,18 +18,21 @@ has been handed a run by then, which it finishes.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import signal
 import threading
 import time
 from pathlib import Path
 
+from core.errors import UserError, shorten
 from core.jobs.process import spawn
 from core.runs.store import RunStore, pid_alive
 
 # What a training or sweep run imports before its first step: the trainer module pulls in torch,
 # sentence-transformers and the Hugging Face trainer; mining adds FAISS.
 WARM_MODULES = ("core.training.trainer", "core.jobs.sweep", "core.data.mining")
+ENV = "CONTRASTLAB_STANDBY_S"
 DEFAULT_IDLE_S = 900.0
 CLI_IDLE_S = 300.0  # a standby a CLI call leaves for the next one waits this long (it has no server to leave with)
 POLL_S = 0.05
@@ -38,8 +41,19 @@ RUN_FILE = "{pid}.run"
 
 
 def idle_s() -> float:
-    """How long a standby waits for a run; CONTRASTLAB_STANDBY_S overrides it, 0 turns standbys off."""
-    return float(os.environ.get("CONTRASTLAB_STANDBY_S", DEFAULT_IDLE_S))
+    """How long a standby waits for a run; CONTRASTLAB_STANDBY_S overrides it, 0 turns standbys off; a UserError for
+    a value that is not a finite number of seconds, 0 or more."""
+    text = os.environ.get(ENV, "").strip()
+    if not text:
+        return DEFAULT_IDLE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise UserError(f"{ENV} must be the seconds a warm worker waits unused (0 turns them off), got "
+                        f"{shorten(text)}.")
+    return value
 
 
 def folder(store: RunStore) -> Path:
