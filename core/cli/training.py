@@ -375,7 +375,8 @@ def cmd_serve(args) -> dict:
         raise UserError(f"{standby.ENV} is 0, which turns warm workers off; unset it (or set the seconds a worker "
                         "may wait unused) to serve them.")
     store = RunStore()
-    print(f"keeping a warm worker for the runs in {store.root}; Ctrl-C (or kill {os.getpid()}) to stop", file=sys.stderr)
+    print(f"keeping a warm worker for the runs in {store.root}; Ctrl-C (or kill {os.getpid()}) to stop",
+          file=sys.stderr)
     started: list[int] = []
     try:
         while True:
