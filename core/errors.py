@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import math
+import os
 from pathlib import Path
 
 
@@ -22,6 +24,21 @@ def shorten(value: object, limit: int = 40) -> str:
     except (ValueError, RecursionError):  # an int past Python's digit limit, a list nested too deep to print
         text = f"<a very large {type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def env_seconds(name: str, default: float, meaning: str) -> float:
+    """The environment variable `name` as a number of seconds, `default` when unset or empty; a UserError saying
+    `meaning` for a value that is not a finite number, 0 or more (a typo must not become a crash or a wait of NaN)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise UserError(f"{name} must be {meaning}, got {shorten(text)}.")
+    return value
 
 
 def os_error(exc: OSError, path: Path | str, doing: str) -> UserError:

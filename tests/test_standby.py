@@ -134,7 +134,7 @@ def test_a_cli_run_starts_its_worker_before_checking_its_inputs(store, monkeypat
     assert (standby.folder(store) / marker).read_text() == ""  # no parent recorded: detached
 
 
-@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "1e999", "[60]", "60 s"])
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "1e999", "9" * 5000, "[60]", "60 s"])
 def test_a_bad_standby_wait_is_one_line_and_serve_refuses_it(value, monkeypatch, capsys, contrastlab_home):
     from core import cli
 

@@ -18,14 +18,13 @@ has been handed a run by then, which it finishes.
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import signal
 import threading
 import time
 from pathlib import Path
 
-from core.errors import UserError, shorten
+from core.errors import env_seconds
 from core.jobs.process import spawn
 from core.runs.store import RunStore, pid_alive
 
@@ -43,17 +42,7 @@ RUN_FILE = "{pid}.run"
 def idle_s() -> float:
     """How long a standby waits for a run; CONTRASTLAB_STANDBY_S overrides it, 0 turns standbys off; a UserError for
     a value that is not a finite number of seconds, 0 or more."""
-    text = os.environ.get(ENV, "").strip()
-    if not text:
-        return DEFAULT_IDLE_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise UserError(f"{ENV} must be the seconds a warm worker waits unused (0 turns them off), got "
-                        f"{shorten(text)}.")
-    return value
+    return env_seconds(ENV, DEFAULT_IDLE_S, "the seconds a warm worker waits unused (0 turns them off)")
 
 
 def folder(store: RunStore) -> Path:

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.errors import UserError, shorten
+from core.errors import UserError, env_seconds, shorten
 from core.models.loading import model_fingerprint
 from core.models.threads import free_cores, usable_cores
 
@@ -111,16 +111,8 @@ def pool_size(model, batches: int, attentions: bool = False) -> int:
 def idle_seconds() -> float:
     """How long the workers may sit idle before they are stopped: CONTRASTLAB_ENCODE_IDLE_S seconds when set (0: right
     after each encode; beyond threading.TIMEOUT_MAX, about 292 years, capped there), else IDLE_S."""
-    value = os.environ.get(IDLE_ENV, "").strip()
-    if not value:
-        return IDLE_S
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not 0 <= seconds < math.inf:  # also NaN
-        raise UserError(f"{IDLE_ENV} must be the seconds idle encode workers are kept (a number >= 0; 0: stop them "
-                        f"after each encode), got {shorten(value)}.")
+    seconds = env_seconds(IDLE_ENV, IDLE_S, "the seconds idle encode workers are kept (a number >= 0; 0: stop them "
+                          "after each encode)")
     return min(seconds, threading.TIMEOUT_MAX)
 
 
