@@ -31,8 +31,8 @@ BENCHMARKS = {
     "quick": "quick margin point: top-2 layers from cached frozen states vs every layer (speed on the demo corpus, "
              "fidelity on SST-2)",
     "cli_run": "a CLI session on 20,000 SST-2 texts: evaluate, a 320-triplet train (phases and overhead), layers "
-               "--compare, two quick points, and a cold quick point on the demo corpus, each against a plain "
-               "SentenceTransformer.encode of the texts",
+               "--compare, two quick points, the train again beside `serve`, and a cold quick point on the demo "
+               "corpus, each against a plain SentenceTransformer.encode of the texts",
     "layer_change": "linear CKA per layer after a triplet run on SST-2 and a crop run on BBC News (seed 002)",
     "scale": "a 96k-row corpus end to end: seconds and peak RSS per phase, report time, streamed encode vs ST.encode",
     "server": "the app on TREC: server CPU while a run trains, step time app open vs CLI, issue 13's walk re-timed",
