@@ -438,5 +438,5 @@ def print_reproduce(r: dict) -> None:
 
 
 def print_serve(r: dict) -> None:
-    print(f"stopped serving {r['home']}: {len(r['workers'])} warm worker(s) started, {len(r['stopped'])} unused "
+    print(f"stopped serving {r['home']}: {len(r['workers'])} warm worker(s) kept in turn, {len(r['stopped'])} unused "
           "one(s) ended")
