@@ -144,8 +144,9 @@ def test_a_worker_exception_raises_with_its_message(tiny_model, pool_on):
 
 
 def test_idle_workers_stop_and_start_again(tiny_model, pool_on, monkeypatch):
+    enc.encode(tiny_model, TEXTS, batch_size=BATCH)  # workers up (kept from the last test when the file runs whole)
     pool = encode_pool.pool_for(tiny_model, len(TEXTS) // BATCH)
-    stale, before = pool.timer, workers_alive(pool)  # armed by the last test's encode (60 s); its workers
+    stale, before = pool.timer, workers_alive(pool)  # the idle timer that encode armed (60 s); its workers
     assert stale is not None and len(before) == 2
     monkeypatch.setenv(encode_pool.IDLE_ENV, "0.5")
     # That timer firing just as an encode takes the workers: superseded, it leaves them be.
