@@ -147,3 +147,24 @@ def test_no_pages_directory_next_to_the_entry_point():
     asks for a page (and on every AppTest run): the page then runs alone, without app.py's state and sidebar."""
     assert not (ROOT / "pages").exists()
     assert (ROOT / "app_pages").is_dir()
+
+
+def _magic_writes(source: str) -> int:
+    """How many expressions Streamlit's magic would write on a page with this source."""
+    import ast
+
+    from streamlit.runtime.scriptrunner.magic import MAGIC_MODULE_NAME, add_magic
+
+    return sum(isinstance(node, ast.Name) and node.id == MAGIC_MODULE_NAME for node in ast.walk(add_magic(source, "p")))
+
+
+def test_no_page_relies_on_streamlit_magic():
+    """.streamlit/config.toml turns magic off (rewriting each page's syntax tree cost every AppTest run): a bare
+    expression on a page would then show nothing, so no page has one."""
+    from streamlit import config
+
+    assert config.get_option("runner.magicEnabled") is False
+    assert _magic_writes("x = 1\nx\n") == 1  # what the check below would find
+    pages = [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py"))]
+    assert len(pages) > 5
+    assert {page.name: _magic_writes(page.read_text(encoding="utf-8")) for page in pages} == {p.name: 0 for p in pages}
