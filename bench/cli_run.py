@@ -2,9 +2,9 @@
 of the corpus's texts measured in the same script: `evaluate` (the reference), a 320-triplet `train` (its phases from
 the run's own timings: the rest is the overhead of worker start, loading and saving), `layers --compare` on the run,
 then two `quick` points, then the same `train` with another seed (so nothing of it is cached) while `python -m core
-serve` keeps a warm worker (the session a researcher would run with it); before all of it, a `quick` point on the demo corpus in a fresh home (caches and
-workers cold). Every command runs as a user types it, in its own process; wall times include Python's start and
-imports.
+serve` keeps a warm worker (the session a researcher would run with it); before all of it, a `quick` point on the
+demo corpus in a fresh home (caches and workers cold). Every command runs as a user types it, in its own process;
+wall times include Python's start and imports.
 """
 
 from __future__ import annotations
