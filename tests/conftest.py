@@ -3,6 +3,7 @@
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -86,6 +87,13 @@ def tiny_model(tiny_model_dir):
     from core.models.loading import load_model
 
     return load_model(str(tiny_model_dir), device="cpu")
+
+
+def interruptible() -> None:
+    """A Popen preexec_fn for a CLI a test stops with Ctrl-C (SIGINT): a shell starting a job in the background
+    (`cmd &` in a script, as CI runners may) hands it SIGINT ignored, Python then installs no Ctrl-C handler and the
+    signal does nothing. The child gets the default disposition a terminal user's process has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def shared_data(name: str) -> Path:

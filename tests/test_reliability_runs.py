@@ -20,6 +20,7 @@ from core.cli import COMMANDS, main
 from core.cli.training import follow
 from core.data.corpus import demo_corpus_path
 from core.runs.store import TMP_NAME, RunStore, pid_alive
+from tests.conftest import interruptible
 
 REPO = Path(__file__).resolve().parents[1]
 # Enough steps that the run is still training when it is killed or interrupted (it never gets near the end).
@@ -37,16 +38,10 @@ def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("error:")]
 
 
-def _interruptible() -> None:
-    """A shell starting a job in the background (`cmd &` in a script, as CI runners may) hands it SIGINT ignored, and
-    Python then installs no Ctrl-C handler: give the CLI the default disposition a terminal user's process has."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def start_cli(home: Path, *args: str) -> subprocess.Popen:
     env = dict(os.environ, CONTRASTLAB_HOME=str(home), PYTHONPATH=str(REPO))
     return subprocess.Popen([sys.executable, "-m", "core", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
 
 
 def wait_training(store: RunStore, cli: subprocess.Popen, timeout: float = 240.0):

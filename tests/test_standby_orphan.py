@@ -15,6 +15,7 @@ import pytest
 from core.jobs import launch, standby
 from core.runs.store import RunStore, pid_alive
 from core.storage import REPO_ROOT
+from tests.conftest import interruptible
 from tests.test_standby import IMPORT_TIMEOUT_S, _wait
 
 EXIT_TIMEOUT_S = 30  # generous for 2 busy cores; the standby checks its parent twice a second
@@ -119,7 +120,7 @@ def test_serve_keeps_a_warm_worker_replaces_it_after_its_run_and_stops_on_ctrl_c
     env = {**os.environ, "CONTRASTLAB_HOME": str(store.root), "CONTRASTLAB_STANDBY_S": "600",
            "PYTHONPATH": str(REPO_ROOT)}
     serve = subprocess.Popen([sys.executable, "-m", "core", "serve", "--json"], cwd=REPO_ROOT, env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=interruptible)
     try:
         _wait(lambda: standby.waiting(store), IMPORT_TIMEOUT_S, "serve's worker to be ready")
         (first,) = [int(name.split(".")[0]) for name in _markers(store)]
