@@ -24,7 +24,7 @@ $(STAMP): requirements.txt
 	rm -rf $(TORCH_WHEEL)
 	touch $(STAMP)
 
-# Our own modules' bytecode, written before the app or the suite starts: every worker, DDP rank and CLI process
+# Our own modules' bytecode, written before the app, the suite or a benchmark starts: every worker, DDP rank and CLI
 # otherwise compiles core/ again where PYTHONDONTWRITEBYTECODE is set (as on CI), 0.15 s of each one's start.
 COMPILE := $(PY) -m compileall -q core app_pages ui app.py
 
@@ -41,9 +41,11 @@ test-all: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
+	$(COMPILE)
 	$(PY) -m bench
 
 gpu-check: $(STAMP)  # on a machine with a CUDA GPU: a short run per recipe, quick points, bench throughput on the GPU
+	$(COMPILE)
 	$(PY) -m bench.gpu_check --out gpu-check
 
 screenshots: $(STAMP)  # the browser test, saving its page screenshots into docs/screenshots
