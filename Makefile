@@ -24,8 +24,9 @@ $(STAMP): requirements.txt
 	rm -rf $(TORCH_WHEEL)
 	touch $(STAMP)
 
-# Our own modules' bytecode, written before the app, the suite or a benchmark starts: every worker, DDP rank and CLI
-# otherwise compiles core/ again where PYTHONDONTWRITEBYTECODE is set (as on CI), 0.15 s of each one's start.
+# Our own modules' bytecode, written before the app, the suite or a benchmark starts: every worker, DDP rank
+# and CLI process otherwise compiles core/ again where PYTHONDONTWRITEBYTECODE is set (as on CI), 0.15 s of
+# each one's start.
 COMPILE := $(PY) -m compileall -q core app_pages ui app.py
 
 run: $(STAMP)
