@@ -132,7 +132,11 @@ def test_serve_keeps_a_warm_worker_replaces_it_after_its_run_and_stops_on_ctrl_c
         assert second != first
     finally:
         serve.send_signal(signal.SIGINT)
-        out, err = serve.communicate(timeout=60)
+        try:
+            out, err = serve.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # not left serving beside the rest of the suite (its worker leaves with it)
+            serve.kill()
+            raise
     assert serve.returncode == 0, err
     result = json.loads(out)
     assert result["workers"] == [first, second] and result["stopped"] == [second], result  # none while it ran
