@@ -198,6 +198,17 @@ def plots(page) -> list[dict]:
         traces: gd._fullData.map(t => t.name)}))""")
 
 
+def wait_title(page, chart: int, text: str) -> None:
+    """Until the chart-th plotly chart's title holds `text` (a timeout fails the test). On a busy machine (a fresh
+    clone beside three spinning processes) a rerun's charts arrived one at a time: the first already showed the
+    clicked head while the fourth was still another chart, and Streamlit's status widget, which wait_idle watches,
+    appears only some time after a run starts."""
+    page.wait_for_function("""([chart, text]) => {
+        const gd = document.querySelectorAll('.js-plotly-plot')[chart];
+        return Boolean(gd && gd._fullLayout && String(gd._fullLayout.title.text).includes(text));
+    }""", arg=[chart, text], timeout=60_000)
+
+
 def click_tile(page, chart: int, head: int, at: float) -> None:
     """Click a head's tile (0-based) in the chart-th plotly chart on the page, `at` of the way along and down it."""
     x, y = page.evaluate("""([chart, head, at]) => {
@@ -236,6 +247,7 @@ def test_attention_page_tokens_click_to_enlarge_and_layer_choice(server, narrow_
     click_tile(page, chart=0, head=1, at=0.3)  # anywhere on the tile, not only its middle
     page.get_by_text("Reference · layer 2, head 2").first.wait_for()
     wait_idle(page)
+    wait_title(page, chart=3, text="Fine-tuned · layer 2, head 2")
     assert "Fine-tuned · layer 2, head 2" in plots(page)[3]["title"]  # both models enlarge the same head
 
     slider = page.get_by_role("slider", name="Layer")
