@@ -92,6 +92,25 @@ def test_count_overlong_in_chunks_reports_progress(tiny_model, monkeypatch):
     assert calls == [(2, 5), (4, 5), (5, 5)]
 
 
+def test_batches_are_grouped_by_token_count_not_characters(tiny_model, monkeypatch):
+    # characters and tokens disagree: a long word of letters outside the vocabulary is one token ([UNK]), "a b c d e f"
+    # is six
+    long_word, many_words = "Ω" * 30, "a b c d e f"
+    texts = [long_word, many_words, "Ω", "a b c d e g"]
+    counts = enc.token_counts(tiny_model, texts)
+    assert counts[0] < counts[1] and len(long_word) > len(many_words)
+    seen = []
+    real = enc.encode_batch
+    monkeypatch.setattr(enc, "encode_batch", lambda model, batch, *a, **k: seen.append(list(batch))
+                        or real(model, batch, *a, **k))
+    out = enc.encode(tiny_model, texts, batch_size=2).embeddings
+    assert seen == [[many_words, "a b c d e g"], [long_word, "Ω"]]  # each batch pads to its own longest
+    np.testing.assert_allclose(out, tiny_model.encode(texts, convert_to_numpy=True), atol=1e-5)  # rows in text order
+    overlong = " ".join(["water"] * (tiny_model.max_seq_length + 5))  # truncated: costs the limit, like others there
+    assert list(enc.longest_first(tiny_model, ["x", overlong, " ".join(["water"] * tiny_model.max_seq_length)])) \
+        == [1, 2, 0]
+
+
 # ---------------------------------------------------------------- streaming to the cache
 
 MANY = [f"{t} {i}" if i % 3 else t for i in range(4) for t in TEXTS]  # 20 texts, 10 batches of 2, lengths mixed

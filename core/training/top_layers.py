@@ -23,6 +23,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from core.errors import UserError
 from core.models import engine
+from core.models.encode import longest_first
 from core.models.loading import TOP_LAYER_TYPES, model_fingerprint, supports_top_layers
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, save_array
@@ -236,7 +237,7 @@ def _compute(view: TopLayers, model, fingerprint: str, texts: list[str], progres
              known: dict[bytes, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, states): for every token of every text, [text index, token id] and its hidden state; the frozen
     layers run only on the texts whose states `known` lacks."""
-    order = np.argsort([-len(t) for t in texts], kind="stable")
+    order = longest_first(model, texts)
     lower_states = None
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for start in range(0, len(texts), BATCH):
