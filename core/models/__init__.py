@@ -5,7 +5,8 @@
   ``model_type``, ``supports_top_layers`` (the architectures a quick point can train the top layers of alone),
   ``model_fingerprint``.
 - ``encode``: one forward pass per batch through the model's own modules for pooled embeddings, every layer's
-  mean and attentions, with a disk cache: ``encode``, ``encode_cached``, ``count_overlong``, ``eager_attention``
+  mean and attentions, with a disk cache, batching texts longest first by token count: ``encode``, ``encode_cached``,
+  ``longest_first``, ``token_counts``, ``count_overlong``, ``eager_attention``
   (attention probabilities need eager kernels); ``encode_batch`` is one batch's forward, the unit a pool worker runs;
   ``graph_batch`` the same batch through the model's ONNX graph.
 - ``encode_pool``: on CPU, encode's batches spread over persistent single-thread worker processes (two of them encode
