@@ -9,7 +9,8 @@ full run: the frozen layers' dropout is not applied (their states are computed o
 
 `top_layers_view(model, n)` swaps the model's Hugging Face module for `TopLayers` while training and evaluating
 run, so the trainer, the losses and core.models.encode work unchanged, and restores it afterwards: the weights
-are shared, so the original model then holds the trained top layers and saves as a normal model.
+are shared, so the original model then holds the trained top layers and saves as a normal model. A batch that pads
+much (a training batch, drawn at random) runs the top layers packed (core.training.packing).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from core.models.encode import longest_first
 from core.models.loading import TOP_LAYER_TYPES, model_fingerprint, supports_top_layers
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, save_array
+from core.training.packing import Pack, run_packed, worth_packing
 
 BATCH = 64
 PROBE = 8  # texts from each end of the length order that check a new ONNX graph against torch
@@ -100,12 +102,16 @@ class TopLayers(torch.nn.Module):
             types = None if token_type_ids is None else token_type_ids[rows, :width]
             for row, state in zip(missing, self.lower(input_ids[rows, :width], attention_mask[rows, :width], types)):
                 self.states[keys[row]] = state
+        dtype, top = next(self.hf.parameters()).dtype, self.hf.encoder.layer[self.split:]
+        if input_ids.device.type == "cpu" and worth_packing(lengths, self.hf.config.hidden_size):  # training batches
+            hidden = torch.cat([self.states[key] for key in keys]).unsqueeze(0).to(dtype)
+            return run_packed(top, self.hf.config, hidden, Pack(attention_mask))
         hidden = torch.zeros(*input_ids.shape, self.hf.config.hidden_size, device=input_ids.device)
         for row, (key, n) in enumerate(zip(keys, lengths)):
             hidden[row, :n] = self.states[key].to(hidden.device)
-        hidden = hidden.to(next(self.hf.parameters()).dtype)
+        hidden = hidden.to(dtype)
         mask = _attention_mask(self.hf.config, hidden, attention_mask)
-        for layer in self.hf.encoder.layer[self.split:]:
+        for layer in top:
             hidden = layer(hidden, mask)
         return BaseModelOutput(last_hidden_state=hidden)
 

@@ -40,6 +40,7 @@ from core.training.card import save_with_card
 from core.training.config import TrainConfig, corpus_options
 from core.training.eta import EncodeShare, RunEta, save_seconds
 from core.training.recipes import get_recipe
+from core.training.packing import packed_training
 from core.training.selection import CheckpointSelection, selection_pairs
 from core.training.top_layers import record_frozen_states, split_layer, top_layers_view
 
@@ -440,7 +441,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta, selection)
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
         t2 = time.monotonic()
-        with threads_for_free_cores() if str(model.device) == "cpu" else nullcontext():  # others' load, at the start
+        with threads_for_free_cores() if str(model.device) == "cpu" else nullcontext(), packed_training(model):
             train_out = trainer.train()  # with selection, the model now holds the kept checkpoint
         distributed.training_ended(train_out.global_step)
         timings["train_s"] = time.monotonic() - t2
@@ -521,7 +522,8 @@ def _train_follower(cfg: TrainConfig, work_dir: Path) -> dict:
     freeze(model, cfg.freeze_embeddings, cfg.freeze_layers)
     loss = recipe.build_loss(model, cfg)
     evaluator = _ServedElsewhere() if cfg.eval_every > 0 else None
-    train_out = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", None, evaluator).train()
+    with packed_training(model):  # as rank 0 trains
+        train_out = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", None, evaluator).train()
     distributed.training_ended(train_out.global_step)
     return {"steps": int(train_out.global_step)}
 
