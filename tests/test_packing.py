@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, ElectraConfig, ElectraModel, RobertaConfig, RobertaModel
 
-from core.training.packing import PACK_MAX, Pack, Packed, packed_training, worth_packing
+from core.training.packing import Pack, Packed, packed_training, packs
 from core.training.top_layers import top_layers_view
 from tests.tiny_model import build_tiny_model
 
@@ -35,14 +35,17 @@ def _batch(pad: int, types: bool) -> dict[str, torch.Tensor]:
     return batch
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("types", [False, True], ids=["no-types", "types"])
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
-def test_a_packed_batch_gives_each_text_its_padded_rows_states_and_gradients(name, types):
+def test_a_packed_batch_gives_each_text_its_padded_rows_states_and_gradients(name, types, attention):
     torch.manual_seed(0)
     hf = ARCHITECTURES[name]()
+    hf.set_attn_implementation(attention)
+    assert packs(hf.config)
     batch = _batch(hf.config.pad_token_id, types)
     real = batch["attention_mask"].bool()
-    assert worth_packing(LENGTHS, hf.config.hidden_size)
+    assert Pack(batch["attention_mask"]).rows == 3  # 9 | 7 2 | 5 1: fewer rows than texts
 
     def run(module):
         hf.zero_grad()
@@ -59,19 +62,33 @@ def test_a_packed_batch_gives_each_text_its_padded_rows_states_and_gradients(nam
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
-def test_pack_positions_restart_at_each_text():
-    pack = Pack(torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0]]))
-    assert pack.positions(0).tolist() == [[0, 1, 2, 0, 0, 1]]
-    assert pack.positions(2).tolist() == [[2, 3, 4, 2, 2, 3]]
-    assert pack.segment.tolist() == [0, 0, 0, 1, 2, 2]
+def test_texts_go_longest_first_into_the_first_row_with_room():
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 0]])
+    pack = Pack(mask)
+    # longest first: text 1 (4) -> row 0; text 3 (3) -> row 1; text 0 (2) -> row 2; text 2 (1) -> row 1's last slot
+    assert pack.segment.tolist() == [[2, 2, 2, 2], [4, 4, 4, 3], [1, 1, 0, 0]]
+    assert pack.place(pack.within).tolist() == [[0, 1, 2, 3], [0, 1, 2, 0], [0, 1, 0, 0]]
+    padded = torch.arange(16.0).view(4, 4, 1) * mask.unsqueeze(-1)
+    packed = pack.place(padded[mask.bool()])
+    assert torch.equal(pack.unpack(packed), padded)  # every real token back in its slot, zeros at the padding
 
 
-def test_worth_packing_only_where_it_computes_less():
-    assert worth_packing([30, 3, 4, 5, 2, 6, 3, 4], 384)  # a random training batch: mostly padding
-    assert not worth_packing([14] * 64, 384)  # a sorted evaluation batch: no padding, and attention grows
-    assert worth_packing([PACK_MAX - 3, 1, 1, 1], 384) and not worth_packing([PACK_MAX - 2, 1, 1, 1], 384)
-    # ^ one token more than a pack holds
-    assert not worth_packing([], 384) and not worth_packing([0, 0], 384)
+def test_a_batch_packs_only_when_it_saves_rows():
+    assert not Pack(torch.ones(3, 5, dtype=torch.long)).worth  # equal lengths: a sorted evaluation batch
+    assert not Pack(torch.tensor([[1, 1, 1], [1, 1, 0]])).worth  # 3 + 2 do not share a row of 3
+    assert Pack(torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 0, 0]])).worth  # 2 + 2 share one
+    assert not Pack(torch.zeros(0, 0, dtype=torch.long)).worth
+
+
+def test_only_attention_that_adds_a_given_mask_packs():
+    config = BertConfig(**SMALL)
+    for implementation, expected in (("sdpa", True), ("eager", True), ("flash_attention_2", False),
+                                     ("flex_attention", False)):
+        config._attn_implementation = implementation
+        assert packs(config) is expected
+    config._attn_implementation = "sdpa"
+    config.model_type = "mpnet"
+    assert not packs(config)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +170,6 @@ def test_top_layers_training_batch_packs_and_matches_the_full_model(model):
     with torch.no_grad():
         full = model(dict(features))["sentence_embedding"]
     with top_layers_view(model, 1, TEXTS) as view:
-        lengths = features["attention_mask"].sum(1).tolist()
-        assert worth_packing(lengths, view.config.hidden_size)
+        assert Pack(features["attention_mask"]).worth
         fast = model(dict(features))["sentence_embedding"]
     torch.testing.assert_close(fast.detach(), full, atol=1e-5, rtol=1e-4)

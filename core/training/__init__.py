@@ -36,8 +36,8 @@
 - ``top_layers``: training only the top n layers from the frozen part's cached output (the quick margin point's
   fast path): ``top_layers_view``, ``split_layer``, ``TopLayers`` (which architectures can:
   ``core.models.loading.supports_top_layers``).
-- ``packing``: padding-free training steps (a batch's texts as one sequence under a block-diagonal mask) for
-  BERT-style models on the CPU: ``packed_training``, ``Packed``, ``Pack``, ``run_packed``, ``worth_packing``.
+- ``packing``: padding-free training steps (a batch's texts several to a row under a block-diagonal mask) for
+  BERT-style models on the CPU: ``packed_training``, ``Packed``, ``Pack``, ``packs``, ``run_packed``.
 - ``selection``: picking a run's checkpoint, step 0 included, by the STS Spearman of a split of its STS corpus:
   ``CheckpointSelection``, ``selection_pairs``.
 - ``card``: the saved model card, led by what the run did, with sentence-transformers' card data filled:

@@ -1,19 +1,18 @@
-"""Padding-free training steps: a batch's texts run through the transformer as one sequence of their real tokens,
-each token attending only to its own text's (a block-diagonal mask), so the layers compute no padding.
+"""Padding-free training steps: a batch's texts packed several to a row, each token attending only to its own text's
+(a block-diagonal mask) and each text with its own positions, so the layers compute little padding.
 
-Why: the trainer draws its batches at random, so every text is padded to the batch's longest. 16 SST-2 texts
-computed 2.66x their real tokens, 32 texts 3.03x. Packed, all-MiniLM-L6-v2's forward and backward over 12 random
-batches of 32 took 5.6-6.0 s against 9.1 s padded (2 cores), the outputs within 1e-6 of each other. Each text's
-positions restart at its first token, so the sum over a text is the same as in its own padded row.
-
-Evaluation batches are already sorted by token count (core.models.encode.longest_first) and pad about 1%, and a
-packed batch's attention is one (tokens x tokens) matrix per head: `worth_packing` compares the layers'
-multiply-adds both ways, per batch, so those batches stay padded.
+Why: the trainer draws its batches at random, so every text is padded to the batch's longest: 16 SST-2 texts
+computed 2.66x their real tokens, 32 texts 3.03x. A triplet step of sentence-transformers embeds the positives and
+negatives as one batch of 64 (740-990 real tokens, 2,800-3,600 padded). Rows as wide as the longest text keep each
+row's attention as small as a padded row's; one row of every token (a 740-990 square mask per head) was slower,
+mostly in attention dropout: 4 such batches of all-MiniLM-L6-v2, forward and backward, took 6.3-7.1 s packed in one
+row, 2.6-3.0 s in rows of 64 tokens, 8.0-9.0 s padded (2 cores). A 320-triplet run trained in 8.0 s packed as here
+against 25.6 s padded.
 
 `packed_training(model)` has a BERT-style model's training forwards run through `Packed`, which shares the model's
 weights; the quick point's TopLayers (core.training.top_layers) packs its own batches the same way, through `Pack`.
-On a GPU the padded batch's extra tokens run in parallel and nothing here has been measured, so only CPU models
-are packed.
+A batch packs only when that saves rows (a sorted evaluation batch rarely does). On a GPU the padded batch's extra
+tokens run in parallel and nothing here has been measured, so only CPU models are packed.
 """
 
 from __future__ import annotations
@@ -26,71 +25,83 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from core.models.loading import TOP_LAYER_TYPES
 
-PACK_MAX = 1024  # real tokens a packed batch may hold: its attention keeps heads x PACK_MAX^2 floats per layer
 # Whose positions count from pad_token_id + 1 (fairseq's layout) instead of 0.
 OFFSET_POSITIONS = ("roberta", "xlm-roberta")
-
-
-def worth_packing(lengths: Sequence[int], hidden: int) -> bool:
-    """Whether one packed sequence costs fewer multiply-adds than the padded batch: per layer, per 4 x hidden, the
-    projections and feed-forward take 6 x hidden per token and attention one per (query, key) pair."""
-    real, width, rows = sum(lengths), max(lengths, default=0), len(lengths)
-    if not 0 < real <= PACK_MAX:
-        return False
-    return 6 * hidden * real + real * real < 6 * hidden * rows * width + rows * width * width
+MASKED_ATTENTION = ("sdpa", "eager")  # attention implementations that add a given 4D mask to their scores
 
 
 class Pack:
-    """The layout of one packed batch: which padded positions hold a real token, in row order."""
+    """Where each text of a right-padded batch goes in its packed form: texts are placed longest first into the
+    first row with room left, rows as wide as the batch's longest text, so a packed batch has the padded batch's
+    width and at most its rows, and never costs more."""
 
     def __init__(self, attention_mask: torch.Tensor) -> None:
-        self.real = attention_mask.bool()
         self.shape = tuple(attention_mask.shape)
-        self.lengths = self.real.sum(1)
-        rows = torch.arange(len(self.lengths), device=attention_mask.device)
-        self.segment = torch.repeat_interleave(rows, self.lengths)  # the row of each packed token
-        self.index = torch.nonzero(self.real.flatten()).squeeze(1)  # each packed token's padded position
+        lengths = attention_mask.sum(1).tolist()
+        self.width = max(lengths, default=0)
+        room: list[int] = []  # space left in each packed row
+        starts = [0] * len(lengths)  # where each text begins in the packed rows, flattened
+        for text in sorted(range(len(lengths)), key=lambda t: -lengths[t]):
+            row = next((r for r, free in enumerate(room) if free >= lengths[text]), len(room))
+            if row == len(room):
+                room.append(self.width)
+            starts[text] = row * self.width + self.width - room[row]
+            room[row] -= lengths[text]
+        self.rows = len(room)
+        device = attention_mask.device
+        n = torch.tensor(lengths, dtype=torch.long, device=device)
+        within = torch.arange(int(n.sum()), device=device) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
+        # For each real token, text after text: its position in its text, its packed slot, its padded slot.
+        self.within = within
+        self.target = torch.repeat_interleave(torch.tensor(starts, dtype=torch.long, device=device), n) + within
+        self.source = torch.nonzero(attention_mask.bool().flatten()).squeeze(1)
+        self.segment = self.place(torch.repeat_interleave(torch.arange(len(lengths), device=device), n) + 1)
 
-    def flat(self, padded: torch.Tensor) -> torch.Tensor:
-        """(rows, width, ...) -> (1, tokens, ...): the real tokens of a padded batch, row after row."""
-        return padded[self.real].unsqueeze(0)
+    @property
+    def worth(self) -> bool:
+        """Fewer rows than the padded batch: less to compute (else packing only costs its bookkeeping)."""
+        return 0 < self.rows < self.shape[0]
 
-    def padded(self, flat: torch.Tensor) -> torch.Tensor:
-        """(1, tokens, hidden) -> (rows, width, hidden) with zeros at the padding, as a padded forward's layout."""
-        rows, width = self.shape
-        out = flat.new_zeros(rows * width, flat.shape[-1]).index_copy(0, self.index, flat[0])
-        return out.view(rows, width, -1)
+    def place(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(tokens, ...) real tokens, text after text -> (rows, width, ...), zeros in the unused slots."""
+        out = tokens.new_zeros(self.rows * self.width, *tokens.shape[1:]).index_copy(0, self.target, tokens)
+        return out.view(self.rows, self.width, *tokens.shape[1:])
 
-    def positions(self, first: int) -> torch.Tensor:
-        """(1, tokens): each token's position within its own text, counted from `first`."""
-        starts = torch.cumsum(self.lengths, 0) - self.lengths
-        within = torch.arange(len(self.segment), device=self.segment.device) - starts[self.segment]
-        return (within + first).unsqueeze(0)
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """(rows, width, hidden) -> (batch, length, hidden), zeros at the padding, as a padded forward gives."""
+        rows, length = self.shape
+        tokens = packed.reshape(-1, packed.shape[-1]).index_select(0, self.target)
+        out = tokens.new_zeros(rows * length, tokens.shape[-1]).index_copy(0, self.source, tokens)
+        return out.view(rows, length, -1)
 
-    def mask(self, config, hidden: torch.Tensor):
-        """The layers' attention mask, in the form the model's attention implementation takes: a token sees only
-        the tokens of its own text."""
-        from transformers.masking_utils import create_bidirectional_mask
-
-        segment = self.segment
-        return create_bidirectional_mask(config=config, inputs_embeds=hidden,
-                                         attention_mask=torch.ones(hidden.shape[:2], dtype=torch.long,
-                                                                   device=hidden.device),
-                                         and_mask_function=lambda _b, _h, q, kv: segment[q] == segment[kv])
+    def mask(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The layers' attention mask, additive (0 where a token may attend, the dtype's minimum elsewhere), the form
+        both eager and sdpa attention take as given: a token sees only its own text's tokens, and the unused slots
+        see each other, so no row is wholly masked. (Built here: transformers' create_bidirectional_mask with a mask
+        function took 15 ms a batch.)"""
+        same = self.segment[:, None, :, None] == self.segment[:, None, None, :]
+        return hidden.new_zeros(same.shape).masked_fill_(~same, torch.finfo(hidden.dtype).min)
 
 
-def run_packed(layers: Sequence[torch.nn.Module], config, hidden: torch.Tensor, pack: Pack) -> BaseModelOutput:
-    """The layers over a packed (1, tokens, hidden) sequence; the output in the padded batch's layout."""
-    mask = pack.mask(config, hidden)
+def packs(config) -> bool:
+    """Whether a model with this config can run packed batches: a BERT-style architecture whose attention takes the
+    additive mask Pack.mask builds."""
+    return getattr(config, "model_type", None) in TOP_LAYER_TYPES and \
+        getattr(config, "_attn_implementation", None) in MASKED_ATTENTION
+
+
+def run_packed(layers: Sequence[torch.nn.Module], hidden: torch.Tensor, pack: Pack) -> BaseModelOutput:
+    """The layers over a packed (rows, width, hidden) batch; the output in the padded batch's layout."""
+    mask = pack.mask(hidden)
     for layer in layers:
         hidden = layer(hidden, mask)
-    return BaseModelOutput(last_hidden_state=pack.padded(hidden))
+    return BaseModelOutput(last_hidden_state=pack.unpack(hidden))
 
 
 class Packed(torch.nn.Module):
-    """Stands in for a BERT-style Hugging Face model: a batch `worth_packing` runs packed (embeddings with each
-    text's own positions, then every layer), any other call, and any asking for hidden states or attentions (the
-    layer-wise curves, ATA pooling), runs the model itself."""
+    """Stands in for a BERT-style Hugging Face model: a batch that packs into fewer rows runs packed (embeddings with
+    each text's own positions, then every layer); any other, and any call asking for hidden states or attentions
+    (the layer-wise curves, ATA pooling), runs the model itself."""
 
     def __init__(self, hf: torch.nn.Module) -> None:
         super().__init__()
@@ -106,21 +117,21 @@ class Packed(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None, output_hidden_states: bool | None = None,
                 output_attentions: bool | None = None, **kwargs):
-        lengths = attention_mask.sum(1).tolist()
-        if output_hidden_states or output_attentions or not worth_packing(lengths, self.config.hidden_size):
+        pack = None if output_hidden_states or output_attentions else Pack(attention_mask)
+        if pack is None or not pack.worth:
             extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
             return self.hf(input_ids=input_ids, attention_mask=attention_mask,
                            output_hidden_states=output_hidden_states, output_attentions=output_attentions, **extra,
                            **kwargs)
-        pack = Pack(attention_mask)
-        ids = pack.flat(input_ids)
-        types = torch.zeros_like(ids) if token_type_ids is None else pack.flat(token_type_ids)
+        real = attention_mask.bool()
+        ids = pack.place(input_ids[real])
+        types = torch.zeros_like(ids) if token_type_ids is None else pack.place(token_type_ids[real])
         first = self.config.pad_token_id + 1 if self.config.model_type in OFFSET_POSITIONS else 0
-        hidden = self.hf.embeddings(input_ids=ids, token_type_ids=types, position_ids=pack.positions(first))
+        hidden = self.hf.embeddings(input_ids=ids, token_type_ids=types, position_ids=pack.place(pack.within + first))
         project = getattr(self.hf, "embeddings_project", None)  # ELECTRA: embeddings narrower than its layers
         if project is not None:
             hidden = project(hidden)
-        return run_packed(self.hf.encoder.layer, self.config, hidden, pack)
+        return run_packed(self.hf.encoder.layer, hidden, pack)
 
 
 @contextmanager
@@ -131,7 +142,7 @@ def packed_training(model) -> Iterator[bool]:
     transformer = model[0]
     hf = getattr(transformer, "auto_model", None)
     config = getattr(hf, "config", None)
-    if model.device.type != "cpu" or getattr(config, "model_type", None) not in TOP_LAYER_TYPES or \
+    if model.device.type != "cpu" or not packs(config) or \
             not isinstance(getattr(getattr(hf, "encoder", None), "layer", None), torch.nn.ModuleList):
         yield False  # another architecture, or the quick point's TopLayers, which packs its own batches
         return

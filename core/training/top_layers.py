@@ -28,7 +28,7 @@ from core.models.encode import longest_first
 from core.models.loading import TOP_LAYER_TYPES, model_fingerprint, supports_top_layers
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, save_array
-from core.training.packing import Pack, run_packed, worth_packing
+from core.training.packing import Pack, packs, run_packed
 
 BATCH = 64
 PROBE = 8  # texts from each end of the length order that check a new ONNX graph against torch
@@ -103,9 +103,10 @@ class TopLayers(torch.nn.Module):
             for row, state in zip(missing, self.lower(input_ids[rows, :width], attention_mask[rows, :width], types)):
                 self.states[keys[row]] = state
         dtype, top = next(self.hf.parameters()).dtype, self.hf.encoder.layer[self.split:]
-        if input_ids.device.type == "cpu" and worth_packing(lengths, self.hf.config.hidden_size):  # training batches
-            hidden = torch.cat([self.states[key] for key in keys]).unsqueeze(0).to(dtype)
-            return run_packed(top, self.hf.config, hidden, Pack(attention_mask))
+        pack = Pack(attention_mask) if input_ids.device.type == "cpu" and packs(self.hf.config) else None
+        if pack is not None and pack.worth:  # a training batch, drawn at random
+            hidden = pack.place(torch.cat([self.states[key] for key in keys]).to(dtype))
+            return run_packed(top, hidden, pack)
         hidden = torch.zeros(*input_ids.shape, self.hf.config.hidden_size, device=input_ids.device)
         for row, (key, n) in enumerate(zip(keys, lengths)):
             hidden[row, :n] = self.states[key].to(hidden.device)
