@@ -4,10 +4,10 @@
 Why: the trainer draws its batches at random, so every text is padded to the batch's longest: 16 SST-2 texts
 computed 2.66x their real tokens, 32 texts 3.03x. A triplet step of sentence-transformers embeds the positives and
 negatives as one batch of 64 (740-990 real tokens, 2,800-3,600 padded). Rows as wide as the longest text keep each
-row's attention as small as a padded row's; one row of every token (a 740-990 square mask per head) was slower,
-mostly in attention dropout: 4 such batches of all-MiniLM-L6-v2, forward and backward, took 6.3-7.1 s packed in one
-row, 2.6-3.0 s in rows of 64 tokens, 8.0-9.0 s padded (2 cores). A 320-triplet run trained in 8.0 s packed as here
-against 25.6 s padded.
+row's attention as small as a padded row's; one row of every token (a 740-990 square mask per head) spent its time
+in attention and its dropout. 4 such batches of all-MiniLM-L6-v2, forward and backward, in one run (2 cores): padded
+5.6-6.5 s, one row 4.6-4.7 s, rows of 64 tokens in text order 2.0-2.1 s, as here 1.7-1.9 s. A 320-triplet run
+trained in 8.0 s packed as here against 25.6 s padded.
 
 `packed_training(model)` has a BERT-style model's training forwards run through `Packed`, which shares the model's
 weights; the quick point's TopLayers (core.training.top_layers) packs its own batches the same way, through `Pack`.
