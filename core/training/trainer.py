@@ -441,6 +441,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta, selection)
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
         t2 = time.monotonic()
+        # threads sized to others' load at the start; training forwards packed (core.training.packing)
         with threads_for_free_cores() if str(model.device) == "cpu" else nullcontext(), packed_training(model):
             train_out = trainer.train()  # with selection, the model now holds the kept checkpoint
         distributed.training_ended(train_out.global_step)
