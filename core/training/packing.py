@@ -98,10 +98,10 @@ def run_packed(layers: Sequence[torch.nn.Module], hidden: torch.Tensor, pack: Pa
     return BaseModelOutput(last_hidden_state=pack.unpack(hidden))
 
 
-class Packed(torch.nn.Module):
-    """Stands in for a BERT-style Hugging Face model: a batch that packs into fewer rows runs packed (embeddings with
-    each text's own positions, then every layer); any other, and any call asking for hidden states or attentions
-    (the layer-wise curves, ATA pooling), runs the model itself."""
+class StandIn(torch.nn.Module):
+    """Takes a Hugging Face model's place in the sentence-transformers Transformer module, sharing its weights: it
+    answers what the library asks of the model (its config, its attention implementation), embeds, and hands calls
+    that need every layer's output (hidden states, attentions) to the model itself."""
 
     def __init__(self, hf: torch.nn.Module) -> None:
         super().__init__()
@@ -114,23 +114,36 @@ class Packed(torch.nn.Module):
     def set_attn_implementation(self, implementation: str) -> None:
         self.hf.set_attn_implementation(implementation)
 
+    def whole(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,
+              **kwargs):
+        """The model's own forward."""
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        return self.hf(input_ids=input_ids, attention_mask=attention_mask, **extra, **kwargs)
+
+    def embed(self, **inputs: torch.Tensor) -> torch.Tensor:
+        """The embedding layer's output at the width of the model's layers."""
+        hidden = self.hf.embeddings(**inputs)
+        project = getattr(self.hf, "embeddings_project", None)  # ELECTRA: embeddings narrower than its layers
+        return hidden if project is None else project(hidden)
+
+
+class Packed(StandIn):
+    """Stands in for a BERT-style Hugging Face model: a batch that packs into fewer rows runs packed (embeddings with
+    each text's own positions, then every layer); any other, and any call asking for hidden states or attentions
+    (the layer-wise curves, ATA pooling), runs the model itself."""
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None, output_hidden_states: bool | None = None,
                 output_attentions: bool | None = None, **kwargs):
         pack = None if output_hidden_states or output_attentions else Pack(attention_mask)
         if pack is None or not pack.worth:
-            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            return self.hf(input_ids=input_ids, attention_mask=attention_mask,
-                           output_hidden_states=output_hidden_states, output_attentions=output_attentions, **extra,
-                           **kwargs)
+            return self.whole(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states,
+                              output_attentions=output_attentions, **kwargs)
         real = attention_mask.bool()
         ids = pack.place(input_ids[real])
         types = torch.zeros_like(ids) if token_type_ids is None else pack.place(token_type_ids[real])
         first = self.config.pad_token_id + 1 if self.config.model_type in OFFSET_POSITIONS else 0
-        hidden = self.hf.embeddings(input_ids=ids, token_type_ids=types, position_ids=pack.place(pack.within + first))
-        project = getattr(self.hf, "embeddings_project", None)  # ELECTRA: embeddings narrower than its layers
-        if project is not None:
-            hidden = project(hidden)
+        hidden = self.embed(input_ids=ids, token_type_ids=types, position_ids=pack.place(pack.within + first))
         return run_packed(self.hf.encoder.layer, hidden, pack)
 
 

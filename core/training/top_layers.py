@@ -28,7 +28,7 @@ from core.models.encode import longest_first
 from core.models.loading import TOP_LAYER_TYPES, model_fingerprint, supports_top_layers
 from core.models.threads import threads_for_free_cores
 from core.storage import embeddings_entry, load_array, save_array
-from core.training.packing import Pack, packs, run_packed
+from core.training.packing import Pack, StandIn, packs, run_packed
 
 BATCH = 64
 PROBE = 8  # texts from each end of the length order that check a new ONNX graph against torch
@@ -42,7 +42,7 @@ def _key(ids: torch.Tensor | np.ndarray) -> bytes:
     return np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64).tobytes()
 
 
-class TopLayers(torch.nn.Module):
+class TopLayers(StandIn):
     """Stands in for a BERT-style Hugging Face model: the hidden state after layer `split` comes from `states`
     (computed on a miss with the frozen lower layers), then the layers from `split` on run as usual.
 
@@ -50,18 +50,10 @@ class TopLayers(torch.nn.Module):
     need every layer's output."""
 
     def __init__(self, hf: torch.nn.Module, split: int) -> None:
-        super().__init__()
-        self.hf = hf
+        super().__init__(hf)
         self.split = split
         self.states: dict[bytes, torch.Tensor] = {}  # key -> (length, hidden), float32 on the CPU
         self.misses = 0
-
-    @property
-    def config(self):
-        return self.hf.config
-
-    def set_attn_implementation(self, implementation: str) -> None:
-        self.hf.set_attn_implementation(implementation)
 
     @torch.no_grad()
     def lower(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -72,10 +64,7 @@ class TopLayers(torch.nn.Module):
         self.hf.eval()  # the frozen part without dropout: the same states every time
         try:
             extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            hidden = self.hf.embeddings(input_ids=input_ids, **extra)
-            project = getattr(self.hf, "embeddings_project", None)  # ELECTRA: embeddings narrower than its layers
-            if project is not None:
-                hidden = project(hidden)
+            hidden = self.embed(input_ids=input_ids, **extra)
             mask = _attention_mask(self.hf.config, hidden, attention_mask)
             for layer in self.hf.encoder.layer[: self.split]:
                 hidden = layer(hidden, mask)
@@ -88,10 +77,8 @@ class TopLayers(torch.nn.Module):
                 token_type_ids: torch.Tensor | None = None, output_hidden_states: bool | None = None,
                 output_attentions: bool | None = None, **kwargs):
         if output_hidden_states or output_attentions:
-            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            return self.hf(input_ids=input_ids, attention_mask=attention_mask,
-                           output_hidden_states=output_hidden_states, output_attentions=output_attentions, **extra,
-                           **kwargs)
+            return self.whole(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states,
+                              output_attentions=output_attentions, **kwargs)
         lengths = attention_mask.sum(1).tolist()
         keys = [_key(input_ids[row, :n]) for row, n in enumerate(lengths)]
         missing = list({key: row for row, key in enumerate(keys) if key not in self.states}.values())
