@@ -37,8 +37,8 @@
   fast path): ``top_layers_view``, ``split_layer``, ``TopLayers`` (which architectures can:
   ``core.models.loading.supports_top_layers``).
 - ``packing``: padding-free training steps (a batch's texts several to a row under a block-diagonal mask) for
-  BERT-style models on the CPU: ``packed_training``, ``Packed``, ``Pack``, ``packs``, ``run_packed``, ``StandIn`` (what TopLayers and
-  Packed share as a Hugging Face model's stand-in).
+  BERT-style models on the CPU: ``packed_training``, ``Packed``, ``Pack``, ``packs``, ``run_packed``, ``StandIn``
+  (what TopLayers and Packed share as a Hugging Face model's stand-in).
 - ``selection``: picking a run's checkpoint, step 0 included, by the STS Spearman of a split of its STS corpus:
   ``CheckpointSelection``, ``selection_pairs``.
 - ``card``: the saved model card, led by what the run did, with sentence-transformers' card data filled:
