@@ -38,21 +38,32 @@ def store(contrastlab_home, monkeypatch) -> RunStore:
     standby.stop_all(store)
 
 
-def test_a_queued_run_goes_to_the_ready_standby(store):
+def test_a_queued_run_goes_to_the_ready_standby_which_is_back_on_standby_after_it(store):
     pid = standby.ensure(store)
     assert standby.ensure(store) == pid  # still importing: counted, no second process
     _wait(lambda: (standby.folder(store) / f"{pid}.ready").exists(), IMPORT_TIMEOUT_S, "the standby to be ready")
 
-    run_id = store.create("wait", {"steps": 3, "step_s": 0.01})
+    run_id = store.create("wait", {"steps": 30, "step_s": 0.05})
     assert launch.start(store, run_id) == pid
+    _wait(lambda: store.get(run_id).status == "running", 30, "the run to start")
+    assert _markers(store) == [f"{pid}.busy"] and standby.ensure(store) == pid  # no second standby beside the run
+    beside = store.create("wait", {"steps": 1, "step_s": 0.01})
+    assert launch.start(store, beside) != pid  # a busy standby takes no hand-over: the run gets its own worker
     _wait(lambda: store.get(run_id).status == "done", 60, "the run to finish")
     run = store.get(run_id)
     assert run.pid == pid and Path(run.artefacts["result"]).is_file()
     log = store.run_dir(run_id) / LOG_NAME  # the worker says "ended done" just after recording it (seen in a run)
     _wait(lambda: "ended done" in log.read_text(), 30, "the worker's last line")
     assert f"pid {pid} executing run {run_id}" in log.read_text()
-    _wait(lambda: not pid_alive(pid), 30, "the standby to exit after its run")
-    assert _markers(store) == []
+
+    _wait(lambda: standby.waiting(store), 30, "the worker to be back on standby")
+    assert _markers(store) == [f"{pid}.ready"] and pid_alive(pid)
+    assert f"pid {pid} back on standby after run {run_id}" in (standby.folder(store) / "standby.log").read_text()
+    again = store.create("wait", {"steps": 2, "step_s": 0.01, "fail": True})
+    assert launch.start(store, again) == pid  # the same process, imports done
+    _wait(lambda: not pid_alive(pid), 60, "the worker to exit after a run that failed")
+    assert store.get(again).status == "failed" and _markers(store) == []
+    assert f"pid {pid} executing run {again}" in (store.run_dir(again) / LOG_NAME).read_text()
 
     fresh = store.create("wait", {"steps": 1, "step_s": 0.01})  # none waiting now: a new worker takes it
     assert launch.start(store, fresh) != pid
@@ -157,3 +168,30 @@ def test_serve_refuses_to_run_with_warm_workers_turned_off(monkeypatch, capsys, 
         assert "turns warm workers off" in capsys.readouterr().err
     monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "")
     assert standby.idle_s() == standby.DEFAULT_IDLE_S
+
+
+def test_a_standby_trains_the_same_weights_in_its_second_run_as_in_its_first(store, tiny_model_dir):
+    """A standby executes its next run in the process that executed the last: nothing of that run may carry over
+    (seeds, thread counts, caches, hooks), so the same config trains the same weights, and they are trained ones."""
+    import torch
+    from safetensors.torch import load_file
+
+    from core.data.corpus import demo_corpus_path
+    from core.training.config import TrainConfig
+
+    config = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), examples=32, batch_size=16,
+                         epochs=1, threshold=0.0, device="cpu").to_dict()
+    pid = standby.ensure(store)
+    weights = []
+    for _ in range(2):
+        _wait(lambda: standby.waiting(store), IMPORT_TIMEOUT_S, "a standby ready for the run")
+        run_id = store.create("train", config)
+        assert launch.start(store, run_id) == pid
+        _wait(lambda: not store.get(run_id).active, IMPORT_TIMEOUT_S, "the run to end")
+        run = store.get(run_id)
+        assert run.status == "done", run.error
+        weights.append(load_file(Path(run.artefacts["model"]) / "model.safetensors"))
+    first, second = weights
+    base = load_file(tiny_model_dir / "model.safetensors")
+    assert first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
+    assert any(not torch.equal(first[name], base[name]) for name in base if name in first)

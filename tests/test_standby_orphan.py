@@ -72,7 +72,7 @@ def test_a_standby_still_importing_exits_when_its_parent_dies(stores):
     assert standby.hand_over(store, store.create("wait", {})) is None  # nothing left to hand a run to
 
 
-def test_a_ready_standby_exits_with_its_parent_but_one_running_a_job_finishes_it(stores):
+def test_a_ready_standby_exits_with_its_parent_but_one_running_a_job_finishes_it_first(stores):
     idle, busy = stores
     parent, pids = _start_parent(str(idle.root), str(busy.root))
     for store, pid in zip(stores, pids):
@@ -88,7 +88,9 @@ def test_a_ready_standby_exits_with_its_parent_but_one_running_a_job_finishes_it
     _wait(lambda: busy.get(run_id).status != "running", 120, "the run to end")
     run = busy.get(run_id)
     assert (run.status, run.pid) == ("done", busy_pid) and Path(run.artefacts["result"]).is_file()
-    assert "which started it, is gone" not in _log(busy)
+    _wait(lambda: not pid_alive(busy_pid), EXIT_TIMEOUT_S, "the standby to leave after its run, not wait again")
+    assert _markers(busy) == []
+    assert _log(busy).index(f"back on standby after run {run_id}") < _log(busy).index("which started it, is gone")
 
 
 DETACHED = """
@@ -113,9 +115,9 @@ def test_a_standby_left_by_a_cli_call_outlives_it_and_waits_its_own_time(stores)
     assert f"pid {pid} left standby unused" in _log(store) and _markers(store) == []
 
 
-def test_serve_keeps_a_warm_worker_replaces_it_after_its_run_and_stops_on_ctrl_c(tmp_path):
-    """`python -m core serve`: a run started meanwhile goes to its worker; a new one warms up only once that run has
-    ended; Ctrl-C ends the command (exit 0) and its unused worker."""
+def test_serve_keeps_a_warm_worker_which_waits_again_after_its_run_and_stops_on_ctrl_c(tmp_path):
+    """`python -m core serve`: a run started meanwhile goes to its worker, which waits for the next once that run
+    has ended (no second one imports); Ctrl-C ends the command (exit 0) and its unused worker."""
     store = RunStore(tmp_path / "home")
     env = {**os.environ, "CONTRASTLAB_HOME": str(store.root), "CONTRASTLAB_STANDBY_S": "600",
            "PYTHONPATH": str(REPO_ROOT)}
@@ -127,9 +129,8 @@ def test_serve_keeps_a_warm_worker_replaces_it_after_its_run_and_stops_on_ctrl_c
         run_id = store.create("wait", {"steps": 20, "step_s": 0.1})  # ~2 s: time for serve to look while it runs
         assert launch.start(store, run_id) == first  # handed over: no new process
         _wait(lambda: store.get(run_id).status == "done", 60, "the run to finish")
-        _wait(lambda: standby.waiting(store), IMPORT_TIMEOUT_S, "a second warm worker")
-        (second,) = [int(name.split(".")[0]) for name in _markers(store) if name.endswith(".ready")]
-        assert second != first
+        _wait(lambda: standby.waiting(store), 30, "the worker back on standby")
+        assert _markers(store) == [f"{first}.ready"]
     finally:
         serve.send_signal(signal.SIGINT)
         try:
@@ -139,7 +140,7 @@ def test_serve_keeps_a_warm_worker_replaces_it_after_its_run_and_stops_on_ctrl_c
             raise
     assert serve.returncode == 0, err
     result = json.loads(out)
-    assert result["workers"] == [first, second] and result["stopped"] == [second], result  # none while it ran
-    assert err.count("waits for the next run") == 2
-    _wait(lambda: not pid_alive(second), EXIT_TIMEOUT_S, "the unused worker to end")
+    assert result["workers"] == [first] and result["stopped"] == [first], result
+    assert err.count("waits for the next run") == 1
+    _wait(lambda: not pid_alive(first), EXIT_TIMEOUT_S, "the unused worker to end")
     assert _markers(store) == []

@@ -368,9 +368,10 @@ def cmd_reproduce(args) -> dict:
 
 def cmd_serve(args) -> dict:
     """Keep a warm worker (core.jobs.standby) waiting for this home's runs until Ctrl-C, so a CLI call's run starts at
-    once instead of after a new worker's 6-7 s of imports, as a run started from the app does. A new one starts once
-    the last was taken and no run is active (its imports would take CPU from that run), or after one waited
-    CONTRASTLAB_STANDBY_S (15 min) unused; each leaves when this command ends."""
+    once instead of after a new worker's 6-7 s of imports, as a run started from the app does. The worker that
+    took a run waits for the next once that run is done; a new one starts when a worker left (its run failed, or
+    it waited CONTRASTLAB_STANDBY_S, 15 min, unused) and no run is active (its imports would take CPU from that
+    run). Each leaves when this command ends."""
     if standby.idle_s() <= 0:
         raise UserError(f"{standby.ENV} is 0, which turns warm workers off; unset it (or set the seconds a worker "
                         "may wait unused) to serve them.")

@@ -252,17 +252,29 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` ends the run as cancelled
     store = RunStore(args.root)
     remove_stale_temps()  # a worker killed mid-write left its temp file in the cache
-    run_id = args.run_id
-    if args.standby:
-        print(f"[worker] pid {os.getpid()} on standby", flush=True)
+    if not args.standby:
+        return _run(store, args.run_id)
+    print(f"[worker] pid {os.getpid()} on standby", flush=True)
+    wait = standby.serve
+    while True:  # a standby goes back on standby after each run that ended done (core.jobs.standby)
         try:
-            run_id = standby.serve(store, args.idle_s)
+            run_id = wait(store, args.idle_s)
         except KeyboardInterrupt:
             return 0
         if run_id is None:
             print(f"[worker] pid {os.getpid()} left standby unused", flush=True)
             return 0
         _log_to(store.run_dir(run_id) / LOG_NAME)
+        if _run(store, run_id):
+            standby.leave(store)
+            return 1
+        _log_to(standby.folder(store) / "standby.log")
+        print(f"[worker] pid {os.getpid()} back on standby after run {run_id}", flush=True)
+        wait = standby.serve_again
+
+
+def _run(store: RunStore, run_id: str) -> int:
+    """Execute a run and say how it ended; 0 if it is done."""
     print(f"[worker] pid {os.getpid()} executing run {run_id}", flush=True)
     try:
         execute(store, run_id)
