@@ -17,7 +17,7 @@ ALLOWED = {
     "data": {"errors", "storage", "models"},
     "evaluation": {"errors", "storage", "models", "data"},
     "losses": {"errors"},
-    "training": {"errors", "storage", "models", "data", "evaluation", "losses"},
+    "training": {"collector", "errors", "storage", "models", "data", "evaluation", "losses"},
     "runs": {"errors", "storage", "models", "data", "evaluation", "training"},
     "jobs": {"collector", "errors", "storage", "models", "data", "evaluation", "training", "runs"},
     "analysis": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs"},

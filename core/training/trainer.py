@@ -6,8 +6,6 @@ runs in every process: rank 0 evaluates, mines and saves, every rank trains."""
 from __future__ import annotations
 
 import copy
-import ctypes
-import gc
 import json
 import math
 import re
@@ -23,6 +21,7 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 from sentence_transformers.sentence_transformer.modules import Pooling
 from transformers import PrinterCallback, TrainerCallback
 
+from core import collector
 from core.data.corpus import Corpus
 from core.data.kinds import load_any
 from core.data.lists import ListCorpus
@@ -283,16 +282,6 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
     return trainer
 
 
-def _release_memory() -> None:
-    """Hand the memory training freed back to the system before evaluating: glibc keeps it otherwise (about 1.3 GB
-    after a 2,000-triplet run), and the evaluation's arrays then stack on top (bench/scale.py: worker peak RSS)."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
-        pass
-
-
 def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset, reporter: Reporter,
                 known: dict):
     """With top_layers, the block trains and evaluates only the model's top layers from cached frozen states
@@ -449,7 +438,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         if selection is not None:
             timings["select_s"] = selection.seconds
             timings["train_s"] -= selection.seconds
-        _release_memory()
+        collector.release_memory()
         if reporter.should_stop():
             raise Cancelled()
 
