@@ -224,7 +224,8 @@ st.caption("What a triplet margin does, before any training: the share of the re
            + (f", only the top {top} layers, from the frozen layers' cached output) to see where it lands on the plot "
                f"above; it is marked \"top-{top} quick\" there, and one click retrains it with every layer."
                if top else ", every layer: this model has no top-layer fast path) to see where it lands on the plot "
-               "above; it is marked \"quick\" there."))
+               "above; it is marked \"quick\" there.")
+           + " A quick model is scored by P@k and S@k only, the two figures the plot shows.")
 picked = margin_slider()
 if picked is not None:
     if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):

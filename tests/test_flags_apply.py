@@ -47,7 +47,8 @@ def test_evaluate_refuses_a_flag_the_kind_ignores(flags, which, pairs, lists, ca
 
 
 @pytest.mark.parametrize("flags,which", [(["--list-shape", "chain"], "demo"), (["--list-shape", "star"], "pairs"),
-                                         (["--eval-k", "8"], "pairs"), (["--discount", "none"], "lists")])
+                                         (["--eval-k", "8"], "pairs"), (["--discount", "none"], "lists"),
+                                         (["--trade-off-only"], "pairs")])
 def test_train_refuses_a_flag_the_kind_ignores_before_a_run_row(flags, which, pairs, lists, capsys):
     corpus = {"pairs": pairs, "lists": lists, "demo": DEMO}[which]
     recipe = {"demo": "listmle", "pairs": "cosent", "lists": "listmle"}[which]

@@ -97,7 +97,7 @@ def kind_of(args) -> str:
 
 # Flags that mean something for some corpus kinds only: given for another kind they would be accepted and ignored.
 FLAG_KINDS = {"--list-shape": ("lists",), "--k": ("labelled",), "--eval-k": ("labelled",),
-              "--discount": ("labelled",), "--knn-metric": ("labelled",)}
+              "--discount": ("labelled",), "--knn-metric": ("labelled",), "--trade-off-only": ("labelled",)}
 FLAG_WHY = {"lists": "says what the order of a list file states", "labelled": "sets how P@k / S@k and kNN of a "
             "labelled corpus are computed"}
 

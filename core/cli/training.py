@@ -86,7 +86,8 @@ def train_config(args, overrides: dict | None = None) -> dict:
     cfg = TrainConfig.from_dict(data)
     corpus = _check_inputs(cfg)
     refuse_flags({flag: settings.get(name) for flag, name in (("--list-shape", "list_shape"),
-                                                               ("--eval-k", "eval_k"), ("--discount", "discount"))},
+                                                               ("--eval-k", "eval_k"), ("--discount", "discount"),
+                                                               ("--trade-off-only", "trade_off_only"))},
                  corpus.kind, f"{cfg.corpus} is {KIND_NAMES[corpus.kind]}")
     # the columns as detected, as the pages store them: runs compare column by column
     return TrainConfig.from_dict({**cfg.to_dict(), **column_settings(corpus)}).to_dict()

@@ -88,7 +88,7 @@ def list_changes(before: dict[str, np.ndarray], after: dict[str, np.ndarray], li
 def changed_items(before: dict, after: dict, corpus: Corpus | PairCorpus | ListCorpus) -> pd.DataFrame | None:
     """The items of `corpus`'s target split as they changed between two evaluation results of it (before, after):
     text_flips, pair_changes or list_changes by the corpus kind; None where either result kept no per-item arrays
-    or the two scored other items."""
+    (or no kNN votes: a trade-off-only evaluation) or the two scored other items."""
     group = {Corpus: "texts", PairCorpus: "pairs", ListCorpus: "lists"}[type(corpus)]
     arrays_b, arrays_a = per_item.load(before), per_item.load(after)
     if arrays_b is None or arrays_a is None or not per_item.same_items(before, after, group):
@@ -101,4 +101,4 @@ def changed_items(before: dict, after: dict, corpus: Corpus | PairCorpus | ListC
         return list_changes(arrays_b, arrays_a, corpus)
     if isinstance(corpus, PairCorpus):
         return pair_changes(arrays_b, arrays_a, corpus) if "sts_cos" in arrays_b else None
-    return text_flips(arrays_b, arrays_a, corpus)
+    return text_flips(arrays_b, arrays_a, corpus) if "knn_pred" in arrays_b and "knn_pred" in arrays_a else None

@@ -4,7 +4,7 @@ runs during training through core.evaluation.evaluator)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from core.evaluation.per_class import per_class
 from core.evaluation.uncertainty import json_interval, proportion_ci, target_intervals
 from core.models.encode import encode_cached
 from core.models.loading import layer_dims, model_fingerprint
+from core.storage import embeddings_entry, load_array
 
 # phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
 PhaseProgress = Callable[[str, int, int], None]
@@ -40,7 +41,9 @@ class EvalSettings:
     layer_metric: str = "cosine"  # each layer's mean-pooled hidden state (docs/definitions.md, Layer-wise kNN)
     pool_factor: int = 5
     seed: int = 0
-    knn_train_max: int = 10000  # kNN reference set: the whole train split up to this size, else a seeded sample
+    # kNN reference set: the whole train split up to this size, else a seeded sample; 0: no kNN or linear-probe
+    # accuracy, only P@k and S@k (a trade-off-only evaluation encodes the source pool, not the reference set too)
+    knn_train_max: int = 10000
     linear_probe: bool = True
 
 
@@ -50,11 +53,12 @@ class EvalSets:
     sample they make up, which is encoded once (and mined from, so mining reuses its cached encoding)."""
 
     pool: np.ndarray
-    knn: np.ndarray
+    knn: np.ndarray  # empty in a trade-off-only evaluation
     train_rows: np.ndarray  # union of both
     train_texts: list[str]  # the texts of train_rows
     train_labels: np.ndarray  # their label codes
     key: str  # names this sample of this corpus in cache keys
+    whole: EvalSets | None = None  # a trade-off-only sample's whole sample, whose cached embeddings hold its rows
 
     @property
     def pool_pos(self) -> np.ndarray:
@@ -68,13 +72,17 @@ class EvalSets:
 def eval_sets(corpus: Corpus, settings: EvalSettings) -> EvalSets:
     n_train = len(corpus.train_texts)
     pool = sample_pool(n_train, len(corpus.test_texts), settings.pool_factor, settings.seed)
-    if n_train <= settings.knn_train_max:
+    whole = None
+    if settings.knn_train_max == 0:
+        knn = np.arange(0)
+        whole = eval_sets(corpus, replace(settings, knn_train_max=EvalSettings.knn_train_max))
+    elif n_train <= settings.knn_train_max:
         knn = np.arange(n_train)
     else:
         knn = np.sort(np.random.default_rng(settings.seed).choice(n_train, settings.knn_train_max, replace=False))
     rows = np.union1d(pool, knn)
     return EvalSets(pool=pool, knn=knn, train_rows=rows, train_texts=[corpus.train_texts[i] for i in rows],
-                    train_labels=corpus.train_labels[rows], key=f"{corpus.fingerprint}-{len(rows)}")
+                    train_labels=corpus.train_labels[rows], key=f"{corpus.fingerprint}-{len(rows)}", whole=whole)
 
 
 def score(
@@ -101,17 +109,19 @@ def score(
         k=settings.k,
         discount=settings.discount,
     )
-    knn_x, knn_y = model_train[sets.knn_pos], train_labels[sets.knn_pos]
     out = ps.as_dict()
     out["uncertainty"] = target_intervals(ps.target_polarity, ps.target_similarity)
+    out[ITEMS] = {"polarity": ps.target_polarity, "similarity": ps.target_similarity}
+    out["n_knn_train"] = len(sets.knn)
+    if not len(sets.knn):  # trade-off only
+        return out
+    knn_x, knn_y = model_train[sets.knn_pos], train_labels[sets.knn_pos]
     predicted, neighbours = knn_vote(knn_x, knn_y, model_test, settings.knn_k, settings.knn_metric)
     out["knn_accuracy"] = float((predicted == corpus.test_labels).mean())  # as metrics.knn_accuracy
-    out[ITEMS] = {"polarity": ps.target_polarity, "similarity": ps.target_similarity, "knn_pred": predicted,
-                  "knn_label": np.asarray(corpus.test_labels),
-                  "knn_neighbours": sets.knn[neighbours[:, :NEIGHBOURS]].astype(np.int32)}
+    out[ITEMS].update(knn_pred=predicted, knn_label=np.asarray(corpus.test_labels),
+                      knn_neighbours=sets.knn[neighbours[:, :NEIGHBOURS]].astype(np.int32))
     if settings.linear_probe:
         out["linear_accuracy"] = linear_probe_accuracy(knn_x, knn_y, model_test, corpus.test_labels, settings.seed)
-    out["n_knn_train"] = len(sets.knn)
     names = np.asarray(corpus.classes, dtype=object)
     out["per_class"] = per_class(names[corpus.test_labels], names[predicted], ps.target_polarity, corpus.classes, ps.k,
                                  settings.knn_k)
@@ -132,13 +142,25 @@ def _encode_split(model, texts: list[str], label: str, progress: PhaseProgress |
                          progress=(lambda d, t: progress(label, d, t)) if progress else None)
 
 
+def _from_whole(sets: EvalSets, fingerprint: str) -> np.ndarray | None:
+    """A trade-off-only sample's embeddings cut from those of its whole sample where this model has them cached (the
+    reference model's, usually): each text is encoded once per model. None where they are not."""
+    if sets.whole is None:
+        return None
+    whole = load_array(embeddings_entry(fingerprint, sets.whole.train_texts, "pooled"),
+                       (len(sets.whole.train_texts), None))
+    return None if whole is None else whole[np.searchsorted(sets.whole.train_rows, sets.train_rows)]
+
+
 def encode_for_eval(
     model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None, layers: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """The model's embeddings of the train sample and the test texts, read from or written to the cache; `layers`:
     record the per-layer states in the same pass (off where a pass cannot give them cheaply: top-layer runs)."""
     fp = model_fingerprint(model)
-    train = _encode_split(model, sets.train_texts, f"{name}: encoding train sample", progress, fp, layers)
+    train = _from_whole(sets, fp)
+    if train is None:
+        train = _encode_split(model, sets.train_texts, f"{name}: encoding train sample", progress, fp, layers)
     test = _encode_split(model, corpus.test_texts, f"{name}: encoding {corpus.target_split}", progress, fp, layers)
     return train, test
 

@@ -83,6 +83,12 @@ def p_text(p: float | None) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
+def trade_off_only(result: dict) -> bool:
+    """Whether an evaluation result of a labelled corpus holds P@k and S@k alone (a quick point's: the settings'
+    knn_train_max 0, core.evaluation.evaluate), so its kNN figures are missing by design, not lost."""
+    return result.get("kind") == "labelled" and result.get("n_knn_train") == 0
+
+
 HEADLINE = (
     Metric("polarity", "P@{k}", "P@k (label agreement of retrieved texts)", False),
     Metric("similarity", "S@{k}", "S@k (reference-model similarity of retrieved texts)", False),

@@ -226,9 +226,11 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
     """Per class (in the order of the evaluations' class codes): its test texts' kNN recall and P@k, b - a, each with
     its paired 95% interval and p-value, resampling the test texts as the headline figures do (a resample holds a
     varying number of each class; one holding none of a class leaves it out). Empty without per-item arrays of the
-    same test texts; `arrays` as in compare."""
+    same test texts, or without the kNN votes of both (a trade-off-only evaluation has none); `arrays` as in
+    compare."""
     arrays_a, arrays_b = _arrays(a, b, arrays)
-    if (arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts") or "knn_label" not in arrays_a
+    if (arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts")
+            or any("knn_pred" not in arrays for arrays in (arrays_a, arrays_b))  # a trade-off-only evaluation
             or _unlike(FIGURES["knn_accuracy"], a, b) or _unlike(FIGURES["polarity"], a, b)
             or len(arrays_a["knn_label"]) < MIN_ITEMS):
         return []

@@ -48,13 +48,14 @@ def quick_top_layers(model: str | None) -> int:
 
 def quick_config(base_config: dict, value: float, full: bool = False) -> dict:
     """The full config of the quick run for `base_config` with its recipe's knob at `value`, training the top
-    layers only unless `full`; raises UserError if it is invalid or the recipe has no knob."""
+    layers only unless `full` and scoring the trade-off only (P@k and S@k, the point the slider adds: half the
+    evaluation on a large corpus); raises UserError if it is invalid or the recipe has no knob."""
     recipe = get_recipe(base_config.get("recipe", QUICK_RECIPE))
     if recipe.knob is None:
         raise UserError(f"{recipe.title} has no margin or scale to vary.")
     top = 0 if full else quick_top_layers(base_config.get("model"))
     return TrainConfig.from_dict({**base_config, **QUICK_BUDGET, recipe.knob: value, "freeze_layers": 0,
-                                  "top_layers": top}).to_dict()
+                                  "top_layers": top, "trade_off_only": True}).to_dict()
 
 
 def find_quick(store: RunStore, config: dict) -> str | None:

@@ -19,9 +19,9 @@ from core.training.recipes import RECIPES
 
 _SAVED_COPY = re.compile(r"[0-9a-f]{16}")  # data.content.persist_table's content-hash file names
 # Settings of where and how a run was executed or exported, not of what it trained: two runs differing only there
-# trained the same model, so labels never name them.
+# trained the same model, so labels never name them. trade_off_only leaves out figures, and changes none.
 _NOT_TRAINING = frozenset({"device", "nproc", "nnodes", "node_rank", "master_addr", "master_port", "eval_every",
-                           "card_examples", "report_to"})
+                           "card_examples", "report_to", "trade_off_only"})
 
 
 def knob_value(config: dict) -> float | None:

@@ -282,6 +282,12 @@ def make_trainer(cfg: TrainConfig, model, loss, dataset, out_dir: Path, reporter
     return trainer
 
 
+def eval_settings(cfg: TrainConfig) -> EvalSettings:
+    """How a run's evaluations score a labelled corpus: its k and discount, and without the kNN reference set when
+    it scores the trade-off only (EvalSettings.knn_train_max)."""
+    return EvalSettings(k=cfg.eval_k, discount=cfg.discount, **({"knn_train_max": 0} if cfg.trade_off_only else {}))
+
+
 def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset, reporter: Reporter,
                 known: dict):
     """With top_layers, the block trains and evaluates only the model's top layers from cached frozen states
@@ -378,7 +384,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     else:
         reference = load_model(cfg.reference, _device(cfg))
     reference.requires_grad_(False)
-    settings = EvalSettings(k=cfg.eval_k, discount=cfg.discount)
+    settings = eval_settings(cfg)
 
     if recipe.lists is not None:
         phase("building lists")
