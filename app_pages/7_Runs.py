@@ -5,7 +5,7 @@ TensorBoard projector's TSV pair, config as YAML) and download its plots."""
 import streamlit as st
 
 import ui
-from core.evaluation.headline import trade_off_only
+from core.evaluation.headline import TRADE_OFF_ONLY, trade_off_only
 from core.runs.labels import corpus_names, recipes_of, run_labels, select_runs
 from core.runs.store import NOTE_MAX, TAG_MAX, TAGS_MAX
 from ui import nav, run_control, run_export, run_panel, run_tables
@@ -125,8 +125,7 @@ if len(runs) >= 2:
         st.table(run_tables.comparison_table(a, b))
         for side, scored in (("A", a), ("B", b)):
             if trade_off_only(scored.metrics_after or {}):
-                st.caption(f"{side} was scored by P@k and S@k only (a quick point): its kNN and linear-probe rows "
-                           "are empty, not lost.")
+                st.caption(f"{side} was {TRADE_OFF_ONLY}: its kNN and linear-probe rows are empty, not lost.")
         st.caption("P@k, S@k and STS Spearman x100, accuracies in %, Kendall tau from -1 to 1. \"A − B\" is A's "
                    "result minus B's, for accuracies in percentage points (pp); beside it, that difference's 95% "
                    "interval and two-sided p-value, paired over the test items both runs scored (bootstrap, 1,000 "

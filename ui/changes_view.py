@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.errors import UserError
 from core.evaluation.changes import BETTER, WORSE, changed_items
-from core.evaluation.headline import trade_off_only
+from core.evaluation.headline import TRADE_OFF_ONLY, trade_off_only
 from core.runs.export import safe_name
 from core.runs.store import Run
 from core.training.config import TrainConfig
@@ -31,8 +31,8 @@ def changed_items_section(run: Run, key: str) -> None:
     """Which test items got worse (and better): flipped kNN predictions with their neighbours, pairs by rank-error
     growth, lists that lost their order."""
     if trade_off_only(run.metrics_after or {}):
-        st.caption("This run was scored by P@k and S@k only (a quick point), without the kNN vote whose flips this "
-                   "section lists; a run trained on the Train page lists them.")
+        st.caption(f"This run was {TRADE_OFF_ONLY}, without the kNN vote whose flips this section lists; a run "
+                   "trained on the Train page lists them.")
         return
     try:
         frame = _changed(run)

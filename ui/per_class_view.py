@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.per_class_plots import confusion_figure
-from core.evaluation.headline import trade_off_only
+from core.evaluation.headline import TRADE_OFF_ONLY, trade_off_only
 from core.evaluation.per_class import MAX_CONFUSION_CLASSES, SMALL_CLASS, confusion_counts, per_class_frame
 from core.runs.export import safe_name
 from ui.charts import plot
@@ -49,8 +49,8 @@ def per_class_results(before: dict | None, after: dict | None, key: str, name: s
     reference). `name` names the downloaded files; `key` keeps widget keys apart."""
     frame = per_class_frame(before, after)
     if frame.empty and trade_off_only(after or before or {}):
-        st.caption("No per-class results: this run was scored by P@k and S@k only (a quick point); the per-class "
-                   "table reads the kNN vote, which a run trained on the Train page has.")
+        st.caption(f"No per-class results: this run was {TRADE_OFF_ONLY}; the per-class table reads the kNN vote, "
+                   "which a run trained on the Train page has.")
         return
     if frame.empty:
         st.caption("No per-class results: they come with an evaluation on a labelled corpus, and one recorded before "

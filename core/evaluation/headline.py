@@ -83,6 +83,9 @@ def p_text(p: float | None) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
+TRADE_OFF_ONLY = "scored by P@k and S@k only, as a quick point is"  # how the pages say that trade_off_only held
+
+
 def trade_off_only(result: dict) -> bool:
     """Whether an evaluation result of a labelled corpus holds P@k and S@k alone (a quick point's: the settings'
     knn_train_max 0, core.evaluation.evaluate), so its kNN figures are missing by design, not lost."""
