@@ -4,9 +4,12 @@ runs that hold them shown without their kNN figures rather than failing."""
 
 from __future__ import annotations
 
-import pytest
+import copy
 
-import core.evaluation.evaluate as evaluate_module
+import pytest
+import torch
+
+import core.models.encode as encode_module
 from core.data.corpus import demo_corpus_path, load_corpus
 from core.evaluation.corpus_eval import evaluate_corpus
 from core.evaluation.evaluate import EvalSettings, eval_sets, evaluate
@@ -26,16 +29,25 @@ def corpus():
 
 @pytest.fixture
 def encoded(monkeypatch) -> list[int]:
-    """The lengths of the text lists the evaluation encodes (cache hits included), in order."""
+    """The number of texts of each encoding pass (cache misses only), in order."""
     seen: list[int] = []
-    real = evaluate_module._encode_split
+    real = encode_module.encode
 
     def counting(model, texts, *args, **kwargs):
         seen.append(len(texts))
         return real(model, texts, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate_module, "_encode_split", counting)
+    monkeypatch.setattr(encode_module, "encode", counting)
     return seen
+
+
+@pytest.fixture
+def tuned(tiny_model):
+    """The tiny model with other weights: a fine-tuned model's stand-in."""
+    model = copy.deepcopy(tiny_model)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    return model
 
 
 def test_a_trade_off_only_sample_is_the_source_pool_within_the_whole_sample(corpus):
@@ -45,25 +57,30 @@ def test_a_trade_off_only_sample_is_the_source_pool_within_the_whole_sample(corp
     assert set(part.train_rows) < set(whole.train_rows) and part.key != whole.key
 
 
-def test_it_scores_p_and_s_as_the_whole_evaluation_does_reading_the_whole_samples_embeddings(tiny_model, corpus,
-                                                                                              encoded):
-    whole = evaluate(tiny_model, tiny_model, corpus, EvalSettings())
-    assert encoded == [len(eval_sets(corpus, EvalSettings()).train_texts), len(corpus.test_texts)]
+def test_it_scores_p_and_s_as_the_whole_evaluation_does_reading_the_whole_samples_embeddings(tiny_model, tuned,
+                                                                                              corpus, encoded):
+    whole = evaluate(tuned, tiny_model, corpus, EvalSettings())
+    n_whole, n_test = len(eval_sets(corpus, EvalSettings()).train_texts), len(corpus.test_texts)
+    assert encoded == [n_whole, n_test, n_whole, n_test]
     encoded.clear()
-    part = evaluate(tiny_model, tiny_model, corpus, TRADE_OFF)
-    assert encoded == [len(corpus.test_texts)]  # the pool is cut from the cached whole sample, never encoded
+    part = evaluate(tuned, tiny_model, corpus, TRADE_OFF)
+    assert encoded == []  # both models' pools are cut from their cached whole samples
     for key in ("polarity", "similarity", "polarity_sd", "similarity_sd"):
         assert part[key] == whole[key], key
     assert part["uncertainty"] == whole["uncertainty"] and part["n_knn_train"] == 0
     assert not any(key in part for key in KNN_FIGURES)
 
 
-def test_on_a_cold_cache_it_encodes_the_pool_and_the_test_texts_only(tiny_model, corpus, encoded):
-    result = evaluate_corpus(tiny_model, tiny_model, corpus, TRADE_OFF)
-    assert encoded == [len(eval_sets(corpus, TRADE_OFF).pool), len(corpus.test_texts)]
+def test_on_a_cold_cache_the_fine_tuned_model_encodes_the_pool_alone_and_the_reference_its_whole_sample(
+        tiny_model, tuned, corpus, encoded):
+    """The reference's embeddings of the whole sample are read by mining, the Corpus page and every other run, so it
+    encodes them whole even here; a fine-tuned model's trade-off-only evaluation encodes the pool and the test texts."""
+    result = evaluate_corpus(tuned, tiny_model, corpus, TRADE_OFF)
+    n_pool, n_test = len(eval_sets(corpus, TRADE_OFF).pool), len(corpus.test_texts)
+    assert encoded == [n_pool, n_test, len(eval_sets(corpus, EvalSettings()).train_texts), n_test]
     assert trade_off_only(result) and result["polarity_ci"] and result["similarity_ci"]
     assert not any(key in result for key in (*KNN_FIGURES, "knn_accuracy_ci"))
-    assert not trade_off_only(evaluate_corpus(tiny_model, tiny_model, corpus, EvalSettings()))
+    assert not trade_off_only(evaluate_corpus(tuned, tiny_model, corpus, EvalSettings()))
 
 
 @pytest.mark.parametrize("value", ["maybe", 2, 0.5, None, [True]])

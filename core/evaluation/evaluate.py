@@ -142,25 +142,30 @@ def _encode_split(model, texts: list[str], label: str, progress: PhaseProgress |
                          progress=(lambda d, t: progress(label, d, t)) if progress else None)
 
 
-def _from_whole(sets: EvalSets, fingerprint: str) -> np.ndarray | None:
-    """A trade-off-only sample's embeddings cut from those of its whole sample where this model has them cached (the
-    reference model's, usually): each text is encoded once per model. None where they are not."""
-    if sets.whole is None:
-        return None
-    whole = load_array(embeddings_entry(fingerprint, sets.whole.train_texts, "pooled"),
-                       (len(sets.whole.train_texts), None))
-    return None if whole is None else whole[np.searchsorted(sets.whole.train_rows, sets.train_rows)]
+def _whole_cached(sets: EvalSets, fingerprint: str) -> bool:
+    whole = sets.whole
+    return whole is not None and load_array(embeddings_entry(fingerprint, whole.train_texts, "pooled"),
+                                            (len(whole.train_texts), None)) is not None
 
 
 def encode_for_eval(
-    model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None, layers: bool = True
+    model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None, layers: bool = True,
+    shared: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The model's embeddings of the train sample and the test texts, read from or written to the cache; `layers`:
-    record the per-layer states in the same pass (off where a pass cannot give them cheaply: top-layer runs)."""
+    record the per-layer states in the same pass (off where a pass cannot give them cheaply: top-layer runs).
+
+    A trade-off-only sample (sets.whole set) is cut from the model's embeddings of the whole sample where they are
+    cached, and for a `shared` model (the reference, whose embeddings of the whole sample mining, the Corpus page and
+    every other run read) encoded whole if they are not: so no model encodes a text twice. A fine-tuned model's
+    encodes the pool alone."""
     fp = model_fingerprint(model)
-    train = _from_whole(sets, fp)
-    if train is None:
-        train = _encode_split(model, sets.train_texts, f"{name}: encoding train sample", progress, fp, layers)
+    label = f"{name}: encoding train sample"
+    if sets.whole is not None and (shared or _whole_cached(sets, fp)):
+        whole = _encode_split(model, sets.whole.train_texts, label, progress, fp, layers)
+        train = whole[np.searchsorted(sets.whole.train_rows, sets.train_rows)]
+    else:
+        train = _encode_split(model, sets.train_texts, label, progress, fp, layers)
     test = _encode_split(model, corpus.test_texts, f"{name}: encoding {corpus.target_split}", progress, fp, layers)
     return train, test
 
@@ -177,11 +182,11 @@ def evaluate(
     """Headline metrics of `model`, with S@k judged by `reference` (the same object for a reference run); `layers`:
     as in encode_for_eval."""
     sets = eval_sets(corpus, settings)
-    m_train, m_test = encode_for_eval(model, corpus, sets, "model", progress, layers)
+    m_train, m_test = encode_for_eval(model, corpus, sets, "model", progress, layers, shared=reference is model)
     if reference is model:
         r_train, r_test = m_train, m_test
     else:
-        r_train, r_test = encode_for_eval(reference, corpus, sets, "reference", progress, layers)
+        r_train, r_test = encode_for_eval(reference, corpus, sets, "reference", progress, layers, shared=True)
     out = score(corpus, sets, settings, m_train, m_test, r_train, r_test)
     out["model"] = model_name or getattr(model, "contrastlab_source", "model")
     return out

@@ -21,7 +21,7 @@ class TradeoffEvaluator(SentenceEvaluator):
         self.corpus, self.settings, self.name, self.batch_size = corpus, settings, name, batch_size
         self.progress = progress
         self.sets = eval_sets(corpus, settings)
-        self.ref_train, self.ref_test = encode_for_eval(reference, corpus, self.sets, "reference")
+        self.ref_train, self.ref_test = encode_for_eval(reference, corpus, self.sets, "reference", shared=True)
         self.primary_metric = "polarity"
 
     def _encode(self, model, texts: list[str], phase: str):
