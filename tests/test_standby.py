@@ -38,7 +38,20 @@ def store(contrastlab_home, monkeypatch) -> RunStore:
     standby.stop_all(store)
 
 
-def test_a_queued_run_goes_to_the_ready_standby_which_is_back_on_standby_after_it(store):
+def _trained(store: RunStore, config: dict, pid: int) -> dict:
+    """The weights a train run handed to the ready standby `pid` saved."""
+    from safetensors.torch import load_file
+
+    _wait(lambda: standby.waiting(store), 30, "the worker back on standby")
+    run_id = store.create("train", config)
+    assert launch.start(store, run_id) == pid
+    _wait(lambda: not store.get(run_id).active, IMPORT_TIMEOUT_S, "the run to end")
+    run = store.get(run_id)
+    assert run.status == "done", run.error
+    return load_file(Path(run.artefacts["model"]) / "model.safetensors")
+
+
+def test_a_queued_run_goes_to_the_ready_standby_which_is_back_on_standby_after_it(store, tiny_model_dir):
     pid = standby.ensure(store)
     assert standby.ensure(store) == pid  # still importing: counted, no second process
     _wait(lambda: (standby.folder(store) / f"{pid}.ready").exists(), IMPORT_TIMEOUT_S, "the standby to be ready")
@@ -59,6 +72,22 @@ def test_a_queued_run_goes_to_the_ready_standby_which_is_back_on_standby_after_i
     _wait(lambda: standby.waiting(store), 30, "the worker to be back on standby")
     assert _markers(store) == [f"{pid}.ready"] and pid_alive(pid)
     assert f"pid {pid} back on standby after run {run_id}" in (standby.folder(store) / "standby.log").read_text()
+    # The next runs execute in the process that executed the last: nothing of a run may carry over (seeds, thread
+    # counts, caches, hooks), so the same config trains the same weights twice, and they are trained ones.
+    import torch
+    from safetensors.torch import load_file
+
+    from core.data.corpus import demo_corpus_path
+    from core.training.config import TrainConfig
+
+    config = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), examples=32, batch_size=16,
+                         epochs=1, threshold=0.0, device="cpu").to_dict()
+    first, second = (_trained(store, config, pid) for _ in range(2))
+    base = load_file(tiny_model_dir / "model.safetensors")
+    assert first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
+    assert any(not torch.equal(first[name], base[name]) for name in base if name in first)
+
+    _wait(lambda: standby.waiting(store), 30, "the worker back on standby")
     again = store.create("wait", {"steps": 2, "step_s": 0.01, "fail": True})
     assert launch.start(store, again) == pid  # the same process, imports done
     _wait(lambda: not pid_alive(pid), 60, "the worker to exit after a run that failed")
@@ -169,29 +198,3 @@ def test_serve_refuses_to_run_with_warm_workers_turned_off(monkeypatch, capsys, 
     monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "")
     assert standby.idle_s() == standby.DEFAULT_IDLE_S
 
-
-def test_a_standby_trains_the_same_weights_in_its_second_run_as_in_its_first(store, tiny_model_dir):
-    """A standby executes its next run in the process that executed the last: nothing of that run may carry over
-    (seeds, thread counts, caches, hooks), so the same config trains the same weights, and they are trained ones."""
-    import torch
-    from safetensors.torch import load_file
-
-    from core.data.corpus import demo_corpus_path
-    from core.training.config import TrainConfig
-
-    config = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), examples=32, batch_size=16,
-                         epochs=1, threshold=0.0, device="cpu").to_dict()
-    pid = standby.ensure(store)
-    weights = []
-    for _ in range(2):
-        _wait(lambda: standby.waiting(store), IMPORT_TIMEOUT_S, "a standby ready for the run")
-        run_id = store.create("train", config)
-        assert launch.start(store, run_id) == pid
-        _wait(lambda: not store.get(run_id).active, IMPORT_TIMEOUT_S, "the run to end")
-        run = store.get(run_id)
-        assert run.status == "done", run.error
-        weights.append(load_file(Path(run.artefacts["model"]) / "model.safetensors"))
-    first, second = weights
-    base = load_file(tiny_model_dir / "model.safetensors")
-    assert first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
-    assert any(not torch.equal(first[name], base[name]) for name in base if name in first)
