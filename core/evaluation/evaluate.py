@@ -23,7 +23,7 @@ from core.evaluation.per_class import per_class
 from core.evaluation.uncertainty import json_interval, proportion_ci, target_intervals
 from core.models.encode import encode_cached
 from core.models.loading import layer_dims, model_fingerprint
-from core.storage import embeddings_entry, load_array
+from core.storage import embeddings_entry
 
 # phase label, done, total: one callback drives a tqdm bar in the CLI and st.progress in the app.
 PhaseProgress = Callable[[str, int, int], None]
@@ -142,12 +142,6 @@ def _encode_split(model, texts: list[str], label: str, progress: PhaseProgress |
                          progress=(lambda d, t: progress(label, d, t)) if progress else None)
 
 
-def _whole_cached(sets: EvalSets, fingerprint: str) -> bool:
-    whole = sets.whole
-    return whole is not None and load_array(embeddings_entry(fingerprint, whole.train_texts, "pooled"),
-                                            (len(whole.train_texts), None)) is not None
-
-
 def encode_for_eval(
     model, corpus: Corpus, sets: EvalSets, name: str, progress: PhaseProgress | None = None, layers: bool = True,
     shared: bool = False,
@@ -161,7 +155,8 @@ def encode_for_eval(
     encodes the pool alone."""
     fp = model_fingerprint(model)
     label = f"{name}: encoding train sample"
-    if sets.whole is not None and (shared or _whole_cached(sets, fp)):
+    whole_entry = embeddings_entry(fp, sets.whole.train_texts, "pooled") if sets.whole is not None else None
+    if whole_entry is not None and (shared or whole_entry.exists()):  # read once, by encode_cached
         whole = _encode_split(model, sets.whole.train_texts, label, progress, fp, layers)
         train = whole[np.searchsorted(sets.whole.train_rows, sets.train_rows)]
     else:
