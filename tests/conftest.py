@@ -25,7 +25,6 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from core import collector  # noqa: E402
-from tests.tiny_model import build_tiny_model  # noqa: E402
 
 # Property tests check what a function returns, not how fast: on 2 busy cores hypothesis's 200 ms deadline failed a
 # one-character example that took 252 ms once (0.3 ms when rerun). Every @given test runs without a deadline.
@@ -79,6 +78,10 @@ def contrastlab_home(tmp_path_factory, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
+    # Imported here, not at the top: `make test`'s controlling process loads this file before it starts its two
+    # workers and runs no test itself, and torch with sentence-transformers took it 7 s of that start.
+    from tests.tiny_model import build_tiny_model
+
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
