@@ -92,7 +92,8 @@ def _train_line(label: str, train: tuple[float, dict, str]) -> dict:
     phases = {key: t.get(key, 0.0) for key in ("evaluate_before_s", "examples_s", "train_s", "evaluate_after_s")}
     line(label, f"wall {train[0]:.1f} s = " + " + ".join(
         f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f}" for k, v in phases.items())
-        + f" + overhead {train[0] - sum(phases.values()):.1f} s  ({train[2]})")
+        + f" + overhead {train[0] - sum(phases.values()):.1f} s (of it loading {t.get('load_s', 0.0):.1f}, saving "
+        f"{t.get('save_s', 0.0):.1f} s; the rest is the processes' start)  ({train[2]})")
     return phases
 
 
