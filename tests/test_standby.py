@@ -153,6 +153,16 @@ def test_a_standby_forked_but_not_yet_started_counts_as_one():
     assert not standby._is_standby(child)
 
 
+def test_a_standby_in_the_middle_of_its_exec_counts_as_one(store, monkeypatch):
+    """Once its exec is committed, spawn() returns while the new program's arguments are not yet in place: /proc shows
+    an empty cmdline for a moment. A second `ensure` then removed the new standby's marker and started another (CI,
+    load 6)."""
+    pid = standby.ensure(store)
+    real = standby._command
+    monkeypatch.setattr(standby, "_command", lambda p: [b""] if p == pid else real(p))
+    assert standby.ensure(store) == pid and _markers(store) == [f"{pid}.warming"]
+
+
 @pytest.mark.parametrize("command", [["train", "--recipe", "triplet"], ["quick", "--margin", "0.5"]])
 def test_a_cli_run_starts_its_worker_before_checking_its_inputs(store, monkeypatch, tiny_model_dir, command):
     """Its imports (6-7 s) overlap the call's own checks, which took 6.5 s before a quick run on the demo corpus was

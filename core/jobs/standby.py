@@ -79,13 +79,23 @@ def _is_standby(pid: int) -> bool:
     """Alive and, where procfs tells, still a standby worker: a killed standby's pid may be reused."""
     if not pid_alive(pid):
         return False
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:  # no procfs (macOS): trust the pid
+    command = _command(pid)
+    if command is None or command == [b""]:
+        # No procfs (macOS): trust the pid. Empty: an exec under way. The kernel lets spawn() return once the exec is
+        # committed, before the new program's arguments are in place, and a standby counted as gone in that moment
+        # had its marker removed and a second one started (seen once on CI, at load 6).
         return True
-    if pid != os.getpid() and command == Path("/proc/self/cmdline").read_bytes().split(b"\0"):
+    if pid != os.getpid() and command == _command(os.getpid()):
         return True  # forked by this process and not yet exec'd: a standby spawn() started a moment ago
     return b"core.jobs.worker" in command and b"--standby" in command
+
+
+def _command(pid: int) -> list[bytes] | None:
+    """The process's arguments as procfs shows them; None without procfs."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
 
 
 def ensure(store: RunStore, detached_s: float | None = None) -> int | None:
