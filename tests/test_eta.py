@@ -4,7 +4,10 @@ the first step reports the time left."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
+import time
 
 import pytest
 
@@ -262,6 +265,32 @@ def test_the_time_left_counts_down_between_reports_and_the_bar_never_falls_back(
     assert text == "saving the model · about 3 s left"  # 6 s estimated 3 s ago
     clock["now"] = 1100.0  # far past the estimate: no negative time, the bar full
     assert progress_text(_running(saving, started=910.0)) == (1.0, "saving the model · about 1 s left")
+
+
+def test_a_run_waiting_for_its_worker_says_so_on_the_page_and_in_the_cli(contrastlab_home, capsys, monkeypatch):
+    """A cold worker's imports take 6-13 s on a laptop; the CLI's bar showed no words meanwhile ("0it [00:08]")."""
+    import threading
+
+    import core.jobs.launch
+    from core.cli.training import follow
+    from core.runs.store import RunStore
+
+    queued = dataclasses.replace(_running({}, started=0.0), status="queued", started=None, pid=None)
+    assert progress_text(queued) == (0.0, "waiting for the worker process to start")
+    assert progress_text(_running({}, started=0.0))[1] == "starting"  # taken, no phase reported yet
+    store = RunStore(contrastlab_home)
+    run_id = store.create("wait", {"steps": 1})
+    monkeypatch.setattr(core.jobs.launch, "start", lambda s, r: None)  # a worker that has not taken it yet
+    ended: list = []
+    follower = threading.Thread(target=lambda: ended.append(follow(store, run_id)), daemon=True)
+    follower.start()
+    time.sleep(1.0)
+    store.claim(run_id, os.getpid())
+    store.mark_running(run_id, os.getpid())
+    store.mark_cancelled(run_id)
+    follower.join(timeout=5)
+    assert ended and ended[0].status == "cancelled"
+    assert "waiting for the worker process to start" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("progress", [{}, {"eta_s": None}, {"eta_s": float("nan")}, {"eta_s": "5"},

@@ -15,7 +15,7 @@ from core.jobs.sweep import cancel
 from core.runs.export import safe_name
 from core.runs.labels import duration_s, knob_text, own_settings_text, recipe_text
 from core.runs.store import PARENT_KINDS, Run, RunStore
-from core.training.eta import fmt_seconds, run_fraction, seconds_left
+from core.training.eta import fmt_seconds, phase_text, run_fraction, seconds_left
 from ui.charts import plot
 from ui.feedback import guard
 from ui.layout import escaped
@@ -55,9 +55,9 @@ def progress_text(run: Run) -> tuple[float, str]:
     while training, examples/s. Once there is a time left, the bar is the whole run's share done, so it does not
     fall back to 0 when the evaluation after training or saving begins."""
     p = run.progress
+    phase, step, total = phase_text(run.status, p), p.get("step"), p.get("total")
     if run.status == "queued":
-        return 0.0, "Waiting for the worker process to start…"
-    phase, step, total = p.get("phase") or "starting", p.get("step"), p.get("total")
+        return 0.0, phase
     text = phase
     fraction = 0.0
     if step is not None and total:

@@ -23,7 +23,7 @@ from core.reproduce.report import table_text
 from core.runs.labels import knob_value
 from core.runs.store import PARENT_KINDS, RunStore
 from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, corpus_options, for_recipe
-from core.training.eta import fmt_seconds, seconds_left
+from core.training.eta import fmt_seconds, phase_text, seconds_left
 from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import get_recipe, recipe_params
 
@@ -166,10 +166,10 @@ def follow(store, run_id: str, start: bool = True, foreground: bool = False) -> 
             run = launch.poll(store, run_id)
             shown, prefix = progress_run(store, run)
             prog = shown.progress
-            if prefix + (prog.get("phase") or "") != phase:
+            if prefix + phase_text(shown.status, prog) != phase:
                 if bar is not None:
                     bar.close()
-                phase = prefix + (prog.get("phase") or "")
+                phase = prefix + phase_text(shown.status, prog)
                 bar = tqdm(total=prog.get("total") or 0, desc=phase, file=sys.stderr, leave=False)
             if bar is not None:
                 if prog.get("total"):

@@ -26,6 +26,14 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def phase_text(status: str, progress: dict) -> str:
+    """What a run is doing, in words, for the page's bar and the CLI's alike: a queued run waits for its worker,
+    whose libraries' imports alone take several seconds on a laptop (so the wait is named, not a blank bar)."""
+    if status == "queued":
+        return "waiting for the worker process to start"
+    return progress.get("phase") or "starting"
+
+
 def seconds_left(progress: dict, now: float) -> float | None:
     """The run's time left as of `now` (wall clock): the worker's last estimate (eta_s) less the time since it made
     it (eta_at), so a display between two reports counts down instead of freezing (saving a model reports once);
