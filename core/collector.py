@@ -6,11 +6,13 @@ allocations) that import alone ran about 1,200 young, 100 middle and 7 full coll
 everything imported so far: `import core.training.trainer` took 10.3-11.0 s of wall on the 2-core machine, 8.6 s with
 YOUNG_THRESHOLD. Every full collection after it (the trainer's after training, accelerate's when it frees memory)
 walked them all again, 0.29 s each, and about 0 s once they are frozen. In the test suite's two processes, full
-collections took 114 s of wall in one run.
+collections took 114 s of wall in one run. Python's finalization walks them all once more: a CLI command that had
+imported the training stack took 2.3-2.8 s to exit after its work was done, 0.4 s with everything frozen first.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import gc
@@ -21,9 +23,17 @@ YOUNG_THRESHOLD = 50_000  # net allocations between young collections (Python's 
 def tune() -> None:
     """Young collections every YOUNG_THRESHOLD net allocations, the older generations at their usual ratios: the
     bulk imports then trigger no full collection. Garbage cycles wait a little longer (the young generation holds
-    at most that many objects), and objects without cycles are freed at once as always."""
+    at most that many objects), and objects without cycles are freed at once as always.
+
+    At exit, once the exit handlers registered after this call have run (atexit runs them last in, first out),
+    every object moves to the permanent generation, so the interpreter's final collections skip them. It still
+    joins threads, runs the handlers registered before this call and frees objects by their reference counts; only
+    cycles are left to the process's end, as a cycle among frozen objects always is. Our files are flushed where
+    they are closed (`with` blocks), never by a collection at exit."""
     young, middle, old = gc.get_threshold()
     gc.set_threshold(max(young, YOUNG_THRESHOLD), middle, old)
+    atexit.unregister(gc.freeze)  # once, however often this is called
+    atexit.register(gc.freeze)
 
 
 def freeze_imports() -> None:
