@@ -278,6 +278,8 @@ def test_a_run_waiting_for_its_worker_says_so_on_the_page_and_in_the_cli(contras
     queued = dataclasses.replace(_running({}, started=0.0), status="queued", started=None, pid=None)
     assert progress_text(queued) == (0.0, "waiting for the worker process to start")
     assert progress_text(_running({}, started=0.0))[1] == "starting"  # taken, no phase reported yet
+    waiting = {"phase": "starting 1 process(es), waiting for 1 other node(s)"}  # a DDP launcher's, still queued
+    assert progress_text(dataclasses.replace(queued, progress=waiting)) == (0.0, waiting["phase"])
     store = RunStore(contrastlab_home)
     run_id = store.create("wait", {"steps": 1})
     monkeypatch.setattr(core.jobs.launch, "start", lambda s, r: None)  # a worker that has not taken it yet

@@ -27,11 +27,10 @@ def fmt_seconds(seconds: float | None) -> str:
 
 
 def phase_text(status: str, progress: dict) -> str:
-    """What a run is doing, in words, for the page's bar and the CLI's alike: a queued run waits for its worker,
-    whose libraries' imports alone take several seconds on a laptop (so the wait is named, not a blank bar)."""
-    if status == "queued":
-        return "waiting for the worker process to start"
-    return progress.get("phase") or "starting"
+    """What a run is doing, in words, for the page's bar and the CLI's alike: the phase its process reports (a DDP
+    launcher's while it waits for the other nodes, too); before that, a queued run waits for its worker, whose
+    libraries' imports alone take several seconds on a laptop (so the wait is named, not a blank bar)."""
+    return progress.get("phase") or ("waiting for the worker process to start" if status == "queued" else "starting")
 
 
 def seconds_left(progress: dict, now: float) -> float | None:
