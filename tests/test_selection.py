@@ -23,6 +23,7 @@ from core.training.card import contrastlab_card_section
 from core.training.config import TrainConfig
 from core.training.selection import CheckpointSelection, selection_pairs
 from core.training.trainer import run_training
+from tests.tiny_model import SECOND_PASS_ATOL
 
 WORDS = ("the cat dog sat ran on a mat big small red house tree river over under blue green old young bird fish "
          "king ship road rain song door").split()
@@ -98,7 +99,8 @@ def test_a_wrecked_run_keeps_step_0_and_saves_the_base_model(wrecked, tiny_model
     base, kept = load_model(str(tiny_model_dir), "cpu"), load_model(str(saved), "cpu")
     assert model_fingerprint(kept) == model_fingerprint(base)
     texts = ["the cat sat on the mat", "a big red house by the river"]
-    np.testing.assert_array_equal(encode(kept, texts).embeddings, encode(base, texts).embeddings)
+    np.testing.assert_allclose(encode(kept, texts).embeddings, encode(base, texts).embeddings, rtol=0,
+                               atol=SECOND_PASS_ATOL)
     assert result["after"]["sts_spearman"] == pytest.approx(result["before"]["sts_spearman"], abs=1e-9)
     assert result["after"]["polarity"] == pytest.approx(result["before"]["polarity"], abs=1e-9)
 
