@@ -7,13 +7,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import threading
 import time
 
 import pytest
 
+import core.jobs.launch
+from core.cli.training import follow
 from core.errors import Cancelled
 from core.evaluation.evaluator import TradeoffEvaluator
-from core.runs.store import Run
+from core.runs.store import Run, RunStore
 from core.training import trainer
 from core.training.config import TrainConfig
 from core.training.eta import FORWARD_BACKWARD, EncodeShare, RunEta, save_seconds
@@ -269,12 +272,6 @@ def test_the_time_left_counts_down_between_reports_and_the_bar_never_falls_back(
 
 def test_a_run_waiting_for_its_worker_says_so_on_the_page_and_in_the_cli(contrastlab_home, capsys, monkeypatch):
     """A cold worker's imports take 6-13 s on a laptop; the CLI's bar showed no words meanwhile ("0it [00:08]")."""
-    import threading
-
-    import core.jobs.launch
-    from core.cli.training import follow
-    from core.runs.store import RunStore
-
     queued = dataclasses.replace(_running({}, started=0.0), status="queued", started=None, pid=None)
     assert progress_text(queued) == (0.0, "waiting for the worker process to start")
     assert progress_text(_running({}, started=0.0))[1] == "starting"  # taken, no phase reported yet
@@ -286,13 +283,16 @@ def test_a_run_waiting_for_its_worker_says_so_on_the_page_and_in_the_cli(contras
     ended: list = []
     follower = threading.Thread(target=lambda: ended.append(follow(store, run_id)), daemon=True)
     follower.start()
-    time.sleep(1.0)
+    err, deadline = "", time.monotonic() + 60
+    while "waiting for the worker process to start" not in err and time.monotonic() < deadline:
+        time.sleep(0.1)
+        err += capsys.readouterr().err
     store.claim(run_id, os.getpid())
     store.mark_running(run_id, os.getpid())
     store.mark_cancelled(run_id)
-    follower.join(timeout=5)
+    follower.join(timeout=30)
     assert ended and ended[0].status == "cancelled"
-    assert "waiting for the worker process to start" in capsys.readouterr().err
+    assert "waiting for the worker process to start" in err
 
 
 @pytest.mark.parametrize("progress", [{}, {"eta_s": None}, {"eta_s": float("nan")}, {"eta_s": "5"},

@@ -166,10 +166,11 @@ def follow(store, run_id: str, start: bool = True, foreground: bool = False) -> 
             run = launch.poll(store, run_id)
             shown, prefix = progress_run(store, run)
             prog = shown.progress
-            if prefix + phase_text(shown.status, prog) != phase:
+            label = prefix + phase_text(shown.status, prog)
+            if label != phase:
                 if bar is not None:
                     bar.close()
-                phase = prefix + phase_text(shown.status, prog)
+                phase = label
                 bar = tqdm(total=prog.get("total") or 0, desc=phase, file=sys.stderr, leave=False)
             if bar is not None:
                 if prog.get("total"):
