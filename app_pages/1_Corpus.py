@@ -7,10 +7,11 @@ from dataclasses import asdict
 import streamlit as st
 
 import ui
-from core.data.corpus import DEFAULT_MAX_BYTES, ColumnError, Columns, detect_columns
+from core.data.corpus import Columns, detect_columns
 from core.data.kinds import table_kind
 from core.data.lists import ListColumns, detect_list_columns
 from core.data.pairs import PairColumns, detect_pair_columns
+from core.data.table import DEFAULT_MAX_BYTES, ColumnError
 from core.errors import UserError
 from core.evaluation.corpus_eval import evaluate_corpus
 from core.evaluation.evaluate import EvalSettings

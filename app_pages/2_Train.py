@@ -8,7 +8,8 @@ import streamlit as st
 
 import ui
 from core.data.content import persist_table
-from core.data.corpus import demo_documents_path, detect_columns, read_table
+from core.data.corpus import demo_documents_path, detect_columns
+from core.data.table import read_table
 from core.errors import UserError
 from core.jobs.ray_sweep import ray_available
 from core.jobs.sweep import MAX_SEEDS, SEEDS, sweep_config

@@ -174,8 +174,9 @@ def run(opts: Options) -> None:
 
     from core.analysis.maps import map_data
     from core.data.content import persist_table
-    from core.data.corpus import build_corpus, detect_columns, read_table
+    from core.data.corpus import build_corpus, detect_columns
     from core.data.kinds import table_kind
+    from core.data.table import read_table
     from core.evaluation.evaluate import EvalSettings, evaluate
     from core.jobs.launch import start
     from core.models.encode import count_overlong

@@ -13,7 +13,8 @@ import torch
 import core.analysis.projection
 import core.models.encode
 from core.analysis import layers, maps, projection
-from core.data.corpus import build_corpus, demo_corpus_path, detect_columns, read_table
+from core.data.corpus import build_corpus, demo_corpus_path, detect_columns
+from core.data.table import read_table
 from core.evaluation.evaluate import evaluate
 from core.evaluation.uncertainty import proportion_ci
 from core.models.loading import load_model

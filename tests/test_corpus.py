@@ -17,9 +17,8 @@ from core.data.corpus import (
     detect_columns,
     load_corpus,
     load_documents,
-    read_pasted,
-    read_table,
 )
+from core.data.table import read_pasted, read_table
 from core.errors import UserError
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from core.cli import main
-from core.data.corpus import ColumnError, Columns, build_corpus, detect_columns
+from core.data.corpus import Columns, build_corpus, detect_columns
+from core.data.table import ColumnError
 from tests.conftest import button, no_errors, paste_table
 from ui.corpus_view import column_advice, pick_note
 from ui.layout import escaped

@@ -98,7 +98,7 @@ def test_a_tsv_file_holding_another_delimiter_names_the_delimiter(content, named
 
 
 def test_a_tsv_file_with_one_column_holding_a_comma_in_its_name_is_still_one_column():
-    from core.data.corpus import read_table
+    from core.data.table import read_table
 
     df, _ = read_table("a,b\nx\ny\n".encode(), "one.tsv")
     assert list(df.columns) == ["a,b"]

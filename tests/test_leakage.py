@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from core.cli import main
-from core.data.corpus import LEAK_EXAMPLES, Columns, build_corpus, detect_columns, load_corpus
+from core.data.corpus import Columns, build_corpus, detect_columns, load_corpus
+from core.data.table import LEAK_EXAMPLES
 from core.errors import UserError
 from tests.conftest import no_errors, paste_table, shared_data
 

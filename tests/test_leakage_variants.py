@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.data.corpus import build_corpus, detect_columns, leak_text
+from core.data.corpus import build_corpus, detect_columns
 from core.data.lists import build_lists, detect_list_columns
 from core.data.pairs import build_pairs, detect_pair_columns
+from core.data.table import leak_text
 from core.errors import UserError
 
 PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -16,10 +16,10 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.data.corpus import HOLDOUT_FRACTION, MIN_ROWS
 from core.data.kinds import load_any
 from core.data.lists import MIN_LISTS, ListCorpus
 from core.data.pairs import FEW_SCORED_PAIRS, MIN_SCORED_PAIRS, SAME_TEXT_REFUSED, PairCorpus
+from core.data.table import HOLDOUT_FRACTION, MIN_ROWS
 from core.errors import UserError
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

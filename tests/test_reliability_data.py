@@ -13,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.data.corpus import Corpus, build_corpus, detect_columns, read_pasted, read_table
+from core.data.corpus import Corpus, build_corpus, detect_columns
 from core.data.kinds import load_any
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
+from core.data.table import read_pasted, read_table
 from core.errors import UserError
 from tests.conftest import no_errors
 

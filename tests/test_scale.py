@@ -11,7 +11,8 @@ import pytest
 
 import core.models.encode
 from bench.scale import Phase, measured, proc_status, write_corpus
-from core.data.corpus import BUILD_STAGES, build_corpus, detect_columns, read_table
+from core.data.corpus import BUILD_STAGES, build_corpus, detect_columns
+from core.data.table import read_table
 from tests.conftest import shared_data
 
 N_ROWS = 100_000

@@ -8,9 +8,10 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from core.analysis.plots import plot_text
-from core.data.corpus import ColumnError, Corpus, undetected
+from core.data.corpus import Corpus
 from core.data.lists import ListCorpus
 from core.data.pairs import NLI_LABELS, PairCorpus
+from core.data.table import ColumnError, undetected
 
 # Text columns of mined examples (core.data.mining.COLUMNS, RAOE's ranked pairs), in the order they appear.
 EXAMPLE_TEXTS = ("anchor", "positive", "negative", "sentence1", "sentence2")

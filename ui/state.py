@@ -15,9 +15,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.data.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns, read_pasted, read_table
+from core.data.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns
 from core.data.lists import ListColumns, ListCorpus, build_lists
 from core.data.pairs import PairColumns, PairCorpus, build_pairs
+from core.data.table import read_pasted, read_table
 from core.models.loading import DEFAULT_MODEL, resolve_model
 from ui.feedback import progress_bar
 

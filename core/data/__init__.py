@@ -1,7 +1,10 @@
 """Data: what a run learns from, read and checked before any model sees it.
 
-- ``corpus``: labelled corpora (read CSV / TSV / JSONL / Parquet / pasted tables, detect columns, validation
-  report, deterministic split): ``load_corpus``, ``build_corpus``, ``Corpus``.
+- ``table``: what every corpus kind reads through (CSV / TSV / JSONL / Parquet / pasted tables to a DataFrame,
+  column-name checks, text / label / split cleaning, the seeded hold-out, the leakage normalisation): ``read_file``,
+  ``read_table``, ``read_pasted``, ``clean_texts``, ``split_by_column``, ``leak_text``, ``ColumnError``.
+- ``corpus``: labelled corpora (detect the text and label columns, validation report, stratified split):
+  ``load_corpus``, ``build_corpus``, ``Corpus``.
 - ``pairs``: pair corpora (text1, text2, score and / or NLI label): ``load_pairs``, ``PairCorpus``.
 - ``lists``: ranked lists (an anchor, then members from most to least related) from a list file, NLI pairs or a
   labelled corpus: ``load_lists``, ``nli_lists``, ``neighbour_lists``, ``ListCorpus``.

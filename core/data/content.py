@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.data.corpus import TABLE_EXTS, read_file
+from core.data.table import TABLE_EXTS, read_file
 from core.errors import UserError
 from core.storage import corpora_dir, write_atomic
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.data.corpus import PARQUET_EXTS, Corpus, load_corpus, read_file, read_table
+from core.data.corpus import Corpus, load_corpus
 from core.data.lists import ListCorpus, is_list_table, load_lists
 from core.data.pairs import PairCorpus, is_pair_table, load_pairs
+from core.data.table import PARQUET_EXTS, read_file, read_table
 from core.errors import UserError, shorten
 
 HEADER_BYTES = 64 * 1024

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.data.corpus import LEAK_EXAMPLES, leak_text
+from core.data.table import LEAK_EXAMPLES, leak_text
 from core.errors import UserError
 
 

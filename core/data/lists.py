@@ -25,13 +25,20 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from core.data.corpus import (
+from core.data.leakage import (
+    LIST_TERMS,
+    LeakTerms,
+    LeakWords,
+    drop_leaked_rows,
+    find_leaks,
+)
+from core.data.pairs import PairCorpus, PairSplit
+from core.data.table import (
     DEFAULT_MAX_BYTES,
     LEAK_EXAMPLES,
     MIN_ROWS,
     SPLIT_NAMES,
     SPLIT_SEED,
-    Corpus,
     check_unique_names,
     clean_splits,
     clean_texts,
@@ -46,8 +53,6 @@ from core.data.corpus import (
     split_ratio,
     train_on_validation,
 )
-from core.data.leakage import LIST_TERMS, LeakTerms, LeakWords, drop_leaked_rows, find_leaks
-from core.data.pairs import PairCorpus, PairSplit
 from core.errors import UserError, shorten
 
 LIST_ID_NAMES = ("list_id", "query_id", "qid")
@@ -356,9 +361,10 @@ def _premise_lists(split: PairSplit, seed: int) -> tuple[ListSplit, int]:
     return ListSplit(ids=ids, lists=lists), len(by_premise) - len(complete)
 
 
-def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: int = 0, progress=None,
+def neighbour_lists(corpus, reference, size: int, max_lists: int, seed: int = 0, progress=None,
                     train_rows: np.ndarray | None = None) -> ListCorpus:
-    """Per anchor: its `size // 2` nearest same-label texts, then its `size - size // 2` nearest other-label texts,
+    """Lists from a labelled corpus (core.data.corpus.Corpus; its texts, labels and split are all that is read).
+    Per anchor: its `size // 2` nearest same-label texts, then its `size - size // 2` nearest other-label texts,
     each group nearest first by the reference model's cosine; searched within the anchor's own split (the train
     split's `train_rows` when given: the sample the evaluation already encodes). Up to `max_lists` training anchors
     (seeded sample); every target text is an anchor. Star lists: only the anchor's row has a known order."""
@@ -389,7 +395,10 @@ def neighbour_lists(corpus: Corpus, reference, size: int, max_lists: int, seed: 
 
 def _neighbour_split(texts: list[str], labels: np.ndarray, emb: np.ndarray, n_same: int, n_other: int,
                      cap: int | None, seed: int) -> tuple[ListSplit, int]:
-    from core.data.mining import search_within, unit_rows  # FAISS: only when lists are built
+    from core.data.mining import (  # FAISS: only when lists are built
+        search_within,
+        unit_rows,
+    )
 
     emb = unit_rows(emb)
     anchors = np.arange(len(texts))

@@ -18,7 +18,14 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from core.data.corpus import (
+from core.data.leakage import (
+    PAIR_TERMS,
+    LeakTerms,
+    LeakWords,
+    drop_leaked_rows,
+    find_leaks,
+)
+from core.data.table import (
     DEFAULT_MAX_BYTES,
     HOLDOUT_FRACTION,
     LEAK_EXAMPLES,
@@ -32,9 +39,9 @@ from core.data.corpus import (
     clean_splits,
     clean_texts,
     dropped_rows,
-    long_texts,
     is_missing,
     leak_text,
+    long_texts,
     names_by_lower,
     read_file,
     resolve_column,
@@ -43,7 +50,6 @@ from core.data.corpus import (
     split_ratio,
     train_on_validation,
 )
-from core.data.leakage import PAIR_TERMS, LeakTerms, LeakWords, drop_leaked_rows, find_leaks
 from core.errors import UserError, shorten
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")  # ordinal: 0 = most related
@@ -403,7 +409,7 @@ def _listed(values: list[str]) -> str:
 
 
 def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
-    """The targets as core.data.corpus.split_by_column chooses them (random holdout), after train_on_validation; a
+    """The targets as core.data.table.split_by_column chooses them (random holdout), after train_on_validation; a
     pair corpus without 'train' rows can still evaluate a model."""
     splits = train_on_validation(splits, col, warnings)
     n_train = int(np.sum(splits == "train"))

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from core.data.corpus import FEW_TARGETS
+from core.data.table import FEW_TARGETS
 from core.evaluation import items as per_item
 from core.evaluation.headline import HEADLINE
 from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED, resample_indices

@@ -22,8 +22,8 @@ import torch
 from scipy.stats import ConstantInputWarning
 from transformers import TrainerCallback
 
-from core.data.corpus import VALIDATION_NAMES
 from core.data.pairs import PairCorpus, load_pair_split
+from core.data.table import VALIDATION_NAMES
 from core.errors import UserError, shorten
 from core.evaluation.sts import pair_texts, sts_spearman
 from core.training.config import SELECT_POINTS, TrainConfig
