@@ -11,7 +11,7 @@ import pytest
 
 from core.cli import main
 from core.data.corpus import Corpus, demo_corpus_path
-from core.data.kinds import KIND_NAMES, load_any
+from core.data.kinds import kind_of, load_any
 from core.errors import UserError
 from core.runs.store import RunStore
 
@@ -48,7 +48,7 @@ def test_kind_labelled_reads_a_pair_file_as_labelled_texts(pair_file, tiny_model
     # without --kind the same flags still never turn a pair file into labelled texts
     assert main(["layers", *args[:1], *args[3:]]) == 2
     assert error_line(capsys) == (f"error: Layer-wise kNN accuracy classifies texts by their label, so they need "
-                                  f"{KIND_NAMES['labelled']}; {pair_file} is {KIND_NAMES['pairs']}.")
+                                  f"{kind_of('labelled').title}; {pair_file} is {kind_of('pairs').title}.")
 
 
 @pytest.mark.parametrize(("kind", "message"), [
@@ -66,8 +66,8 @@ def test_a_forced_kind_without_its_columns_is_one_line(kind, message, tmp_path, 
 def test_a_forced_kind_that_a_command_cannot_use_says_so(pair_file, tiny_model_dir, capsys, tmp_path):
     demo = str(demo_corpus_path())
     assert main(["maps", demo, "--kind", "pairs", "--out", str(tmp_path / "maps")]) == 2
-    assert error_line(capsys) == (f"error: Maps colour texts by their label, so they need {KIND_NAMES['labelled']}; "
-                                  f"--kind pairs reads {demo} as {KIND_NAMES['pairs']}.")
+    assert error_line(capsys) == (f"error: Maps colour texts by their label, so they need {kind_of('labelled').title}; "
+                                  f"--kind pairs reads {demo} as {kind_of('pairs').title}.")
     assert main(["evaluate", str(pair_file), "--kind", "pairs", "--list-shape", "star"]) == 2
     assert "--kind pairs reads" in error_line(capsys)
     # a quick run's worker reads the file by its columns: a kind forced here could not reach it

@@ -16,8 +16,8 @@ from core.data.corpus import (
     demo_documents_path,
     detect_columns,
     load_corpus,
-    load_documents,
 )
+from core.data.crops import load_documents
 from core.data.table import read_pasted, read_table
 from core.errors import UserError
 

@@ -18,7 +18,7 @@ import pytest
 
 from core.cli import main
 from core.data.corpus import build_corpus, detect_columns
-from core.data.kinds import KIND_NAMES, corpus_kind, load_any, table_kind
+from core.data.kinds import corpus_kind, kind_of, load_any, table_kind
 from core.data.lists import ListCorpus, build_lists, detect_list_columns, load_lists, neighbour_lists, nli_lists
 from core.data.pairs import NLI_LABELS, build_pairs, detect_pair_columns, load_pairs
 from core.data.table import train_on_validation
@@ -76,7 +76,7 @@ def test_every_format_loads_the_same_lists_in_rank_order(tmp_path):
         assert corpus.report.rows_read == len(df) and corpus.report.lists_kept == 20
         fingerprints.add(corpus.fingerprint)
     assert len(fingerprints) == 1
-    assert table_kind(df) == "lists" and "list_id, rank, text" in KIND_NAMES["lists"]
+    assert table_kind(df) == "lists" and "list_id, rank, text" in kind_of("lists").title
 
 
 def test_without_a_split_column_a_seeded_tenth_of_the_lists_is_held_out():

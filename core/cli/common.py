@@ -113,22 +113,21 @@ def refuse_flags(given: dict[str, object], kind: str, whose: str) -> None:
 
 def kind_words(args, kind: str) -> str:
     """"data.csv is a pair corpus (...)", or "--kind pairs reads data.csv as a pair corpus (...)" when forced."""
-    from core.data.kinds import KIND_NAMES
+    from core.data.kinds import kind_of
 
     if args.kind:
-        return f"--kind {kind} reads {args.corpus} as {KIND_NAMES[kind]}"
-    return f"{args.corpus} is {KIND_NAMES[kind]}"
+        return f"--kind {kind} reads {args.corpus} as {kind_of(kind).title}"
+    return f"{args.corpus} is {kind_of(kind).title}"
 
 
 def load_labelled(args, why: str):
     """The labelled corpus `args.corpus` holds; a pair or list file is refused whatever columns are named (naming
     a --label-col must not turn a list's rank into a class). `why` says what needs the labels."""
-    from core.data.corpus import load_corpus
-    from core.data.kinds import KIND_NAMES
+    from core.data.corpus import LABELLED, load_corpus
 
     kind = kind_of(args)
     if kind != "labelled":
-        raise UserError(f"{why}, so they need {KIND_NAMES['labelled']}; {kind_words(args, kind)}.")
+        raise UserError(f"{why}, so they need {LABELLED.title}; {kind_words(args, kind)}.")
     corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
                          drop_leaked=args.drop_leaked)
     warn_corpus(corpus)

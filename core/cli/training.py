@@ -81,14 +81,14 @@ def train_config(args, overrides: dict | None = None) -> dict:
     data.update(settings)
     if not data.get("corpus"):
         raise UserError("Name a corpus file (or a --config that has one).")
-    from core.data.kinds import KIND_NAMES, column_settings
+    from core.data.kinds import KINDS, column_settings
 
     cfg = TrainConfig.from_dict(data)
     corpus = _check_inputs(cfg)
     refuse_flags({flag: settings.get(name) for flag, name in (("--list-shape", "list_shape"),
                                                                ("--eval-k", "eval_k"), ("--discount", "discount"),
                                                                ("--trade-off-only", "trade_off_only"))},
-                 corpus.kind, f"{cfg.corpus} is {KIND_NAMES[corpus.kind]}")
+                 corpus.kind, f"{cfg.corpus} is {KINDS[corpus.kind].title}")
     # the columns as detected, as the pages store them: runs compare column by column
     return TrainConfig.from_dict({**cfg.to_dict(), **column_settings(corpus)}).to_dict()
 
@@ -273,7 +273,7 @@ def _follow_node(nproc: int, nnodes: int, meet: ddp.Rendezvous) -> dict:
 def cmd_quick(args) -> dict:
     """The Trade-off page's quick margin point: a triplet run with the quick budget (top layers only unless
     --full), reused when one exists; `seconds` is the wall time from this call to the evaluated point."""
-    from core.data.kinds import KIND_NAMES, corpus_kind
+    from core.data.kinds import KINDS, corpus_kind
     from core.jobs.quick import QUICK_RECIPE, find_quick, quick_config, quick_run
 
     t0 = time.monotonic()
@@ -283,7 +283,7 @@ def cmd_quick(args) -> dict:
                         f"(text, label); {kind_words(args, kind)}: train one of its recipes with "
                         "`python -m core train`.")
     if args.kind and (detected := corpus_kind(args.corpus)) != kind:  # a run's config has no kind to force
-        raise UserError(f"The quick run's worker reads {args.corpus} by its column names, as {KIND_NAMES[detected]}, "
+        raise UserError(f"The quick run's worker reads {args.corpus} by its column names, as {KINDS[detected].title}, "
                         f"so --kind {kind} cannot apply to it; give the file a text and a label column instead.")
     margin = get_recipe(QUICK_RECIPE).knob_param.parse(args.margin)
     store = RunStore()

@@ -13,8 +13,9 @@
 - ``content``: a table's content whatever its file format (per-column fingerprints; what differs between two),
   and the pages' saved copy of an upload's columns: ``Content``, ``persist_table``, ``saved_copy_path``.
 - ``kinds``: which kind a file holds and loading it as that kind (or as one the user forces, ``checked_kind``):
-  ``corpus_kind``, ``load_any``, ``column_settings``, ``KIND_NAMES``.
-- ``crops``: self-supervised pairs from multi-sentence documents: ``crop_pairs``, ``dropout_pairs``.
+  ``CorpusKind``, ``KINDS``, ``register``, ``kind_of``, ``corpus_kind``, ``load_any``, ``column_settings``.
+- ``crops``: self-supervised pairs from multi-sentence documents: ``load_documents``, ``crop_pairs``,
+  ``dropout_pairs``.
 - ``mining``: label-aware examples mined with a frozen reference model: ``mine``, ``MiningSettings``,
   ``active_share``.
 - ``bands``: multi-granularity hard negatives, one other-label text per band of reference-cosine rank:

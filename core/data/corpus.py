@@ -35,7 +35,8 @@ from core.data.table import (
     clean_texts,
     dropped_rows,
     few_targets_warning,
-    holds_nested,
+    guess_label_column,
+    guess_text_column,
     is_split_column,
     known_columns,
     leak_text,
@@ -161,9 +162,10 @@ def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str
     if split is None:
         split = next((c for c in known_columns(names, SPLIT_NAMES, {text, label}) if is_split_column(df[c])), None)
     label = label or next(iter(known_columns(names, LABEL_NAMES, {text, split})), None)
-    text = text or next(iter(known_columns(names, TEXT_NAMES, {label, split})), None) or _guess_text(df, {label, split})
+    text = (text or next(iter(known_columns(names, TEXT_NAMES, {label, split})), None)
+            or guess_text_column(df, {label, split}))
     if text is not None:  # the one remaining column is the label only once the text column is known
-        label = label or _guess_label(df, {text, split})
+        label = label or guess_label_column(df, {text, split})
     missing = tuple(role for role, col in (("text", text), ("label", label)) if col is None)
     if missing:
         raise ColumnError(undetected(missing), missing, names=names,
@@ -172,26 +174,6 @@ def detect_columns(df: pd.DataFrame, text_col: str | None = None, label_col: str
         raise UserError(f"Column '{text}' cannot be both the text and the label; pass different --text-col and "
                         "--label-col.")
     return Columns(text=text, label=label, split=split if split not in (text, label) else None)
-
-
-def _is_text_like(series: pd.Series) -> bool:
-    if pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
-        return False
-    values = series.dropna()
-    return len(values) > 0 and values.map(lambda v: isinstance(v, str)).mean() > 0.9
-
-
-def _guess_text(df: pd.DataFrame, taken: set) -> str | None:
-    candidates = [str(c) for c in df.columns if c not in taken and _is_text_like(df[c])]
-    return candidates[0] if len(candidates) == 1 else None
-
-
-def _guess_label(df: pd.DataFrame, taken: set) -> str | None:
-    """The one remaining column, ignoring ID-like columns whose values are all different."""
-    rest = [str(c) for c in df.columns if c not in taken and not holds_nested(df[c])]
-    if len(rest) > 1:
-        rest = [c for c in rest if df[c].nunique(dropna=True) < len(df)]
-    return rest[0] if len(rest) == 1 else None
 
 
 # ---------------------------------------------------------------- cleaning and splitting
@@ -360,20 +342,49 @@ def load_corpus(path: str | Path, text_col: str | None = None, label_col: str | 
                         drop_leaked=drop_leaked)
 
 
-def load_documents(path: str | Path, text_col: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
-    """Just the non-empty texts of a file, in order: crop augmentation needs documents, not labels."""
-    path = Path(path)
-    df, _ = read_file(path, max_bytes)
-    names = [str(c) for c in df.columns]
-    col = (resolve_column(names, text_col, "text") if text_col
-           else next(iter(known_columns(names, TEXT_NAMES, set())), None) or _guess_text(df, set()))
-    if col is None:
-        raise UserError(f"Could not tell which column of {path.name} holds the documents "
-                        f"(columns: {', '.join(names)}); pass --text-col NAME.")
-    texts = [t for t in clean_texts(df[col], col).tolist() if isinstance(t, str) and t]
-    if not texts:
-        raise UserError(f"Column '{col}' of {path.name} has no texts.")
-    return texts
+class LabelledKind:
+    """Texts with class labels as a corpus kind (core.data.kinds.CorpusKind): any table another kind does not
+    recognise, its text and label columns found (detect_columns) or picked; judged by P@k and S@k (the reference
+    model the judge), kNN and a linear probe."""
+
+    name, title, unit = "labelled", "a labelled corpus (text, label)", "texts"
+    roles = {"text": "text_col", "label": "label_col", "split": "split_col"}
+    required = ("text", "label")
+    options = ("drop_duplicates",)
+    judged = True
+    column_type = Columns
+
+    def recognises(self, names: list[str]) -> bool:
+        return True  # asked last: its columns are found or picked once the table is read
+
+    def detect(self, df: pd.DataFrame) -> Columns:
+        return detect_columns(df)
+
+    def build(self, df: pd.DataFrame, columns: Columns, name: str, warnings: list[str], drop_leaked: bool = False,
+              progress: Stages | None = None, drop_duplicates: bool = False) -> Corpus:
+        return build_corpus(df, columns, name=name, drop_duplicates=drop_duplicates, warnings=warnings,
+                            progress=progress, drop_leaked=drop_leaked)
+
+    def load(self, path: Path, settings: dict[str, str | None], drop_leaked: bool = False,
+             drop_duplicates: bool = False) -> Corpus:
+        return load_corpus(path, text_col=settings.get("text_col"), label_col=settings.get("label_col"),
+                           split_col=settings.get("split_col"), drop_duplicates=drop_duplicates,
+                           drop_leaked=drop_leaked)
+
+    def targets(self, corpus: Corpus) -> int:
+        return len(corpus.test_texts)
+
+    def texts(self, corpus: Corpus) -> list[str]:
+        return corpus.train_texts + corpus.test_texts
+
+    def evaluate(self, corpus: Corpus, scorer) -> dict:
+        return scorer.retrieval(corpus)
+
+    def evaluation_texts(self, corpus: Corpus, scorer) -> list[list[str]]:
+        return [scorer.train_sample(corpus), list(corpus.test_texts)]
+
+
+LABELLED = LabelledKind()
 
 
 def demo_corpus_path() -> Path:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import datasets
 
+from core.data.corpus import TEXT_NAMES
+from core.data.table import DEFAULT_MAX_BYTES, clean_texts, guess_text_column, known_columns, read_file, resolve_column
 from core.errors import UserError
 
 _SENTENCE = re.compile(r"[^.]+\.?")
@@ -126,3 +129,19 @@ def to_dataset(pairs: CropPairs) -> datasets.Dataset:
             "Use longer documents, a smaller t or wider limits."
         )
     return datasets.Dataset.from_dict({"anchor": pairs.anchors, "positive": pairs.positives})
+
+
+def load_documents(path: str | Path, text_col: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
+    """Just the non-empty texts of a file, in order: crop augmentation needs documents, not labels."""
+    path = Path(path)
+    df, _ = read_file(path, max_bytes)
+    names = [str(c) for c in df.columns]
+    col = (resolve_column(names, text_col, "text") if text_col
+           else next(iter(known_columns(names, TEXT_NAMES, set())), None) or guess_text_column(df, set()))
+    if col is None:
+        raise UserError(f"Could not tell which column of {path.name} holds the documents "
+                        f"(columns: {', '.join(names)}); pass --text-col NAME.")
+    texts = [t for t in clean_texts(df[col], col).tolist() if isinstance(t, str) and t]
+    if not texts:
+        raise UserError(f"Column '{col}' of {path.name} has no texts.")
+    return texts

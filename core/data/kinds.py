@@ -1,95 +1,156 @@
-"""Which kind of corpus a file holds (labelled texts, pairs or ranked lists), from its column names alone, and
-loading it as that kind: a run's corpus may be any of them."""
+"""Corpus kinds: what a corpus file holds (labelled texts, pairs, ranked lists, or a kind registered later), told from
+its column names alone, and loading it as that kind. Every kind is one `CorpusKind` in its own module
+(core.data.corpus, pairs, lists) plus one `register` line below; the rest of the code asks the corpus's kind
+(`kind_of`) instead of branching on it.
+
+core.data sits below core.evaluation, so a kind cannot import the evaluations it is judged by: the evaluation hands
+it a scorer (core.evaluation.corpus_eval.Scorer) whose methods are the evaluations the kinds here use (P@k / S@k,
+STS Spearman, ordering), and a kind calls the one it is judged by, or computes its own from `scorer.encode`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, Protocol
 
 import pandas as pd
 
-from core.data.corpus import Corpus, load_corpus
-from core.data.lists import ListCorpus, is_list_table, load_lists
-from core.data.pairs import PairCorpus, is_pair_table, load_pairs
+from core.data.corpus import LABELLED
+from core.data.lists import LISTS
+from core.data.pairs import PAIRS
 from core.data.table import PARQUET_EXTS, read_file, read_table
 from core.errors import UserError, shorten
 
 HEADER_BYTES = 64 * 1024
-KIND_NAMES = {"labelled": "a labelled corpus (text, label)",
-              "pairs": "a pair corpus (text1, text2, score or label)",
-              "lists": "a list corpus (list_id, rank, text)"}
+
+
+class CorpusKind(Protocol):
+    """One kind of corpus. A corpus object of this kind has `kind == name`, `name`, `fingerprint`, `target_split`,
+    `report` (rows_read, warnings, split_source, leaked, leaked_dropped, leaked_examples), `columns` (a dataclass
+    of role -> column name), `summary()` and `leakage()`."""
+
+    name: str  # the corpus's `kind`, as run configs and results record it
+    title: str  # "a labelled corpus (text, label)", in messages
+    unit: str  # what one target item is ("texts", "pairs", "lists"): the group its per-item arrays are matched by
+    roles: dict[str, str]  # column role -> the run setting that names its column, in the pickers' order
+    required: tuple[str, ...]  # the roles that must have a column
+    options: tuple[str, ...]  # load settings it takes besides columns and drop_leaked ("drop_duplicates")
+    judged: bool  # whether its figures depend on the reference model (S@k's judge) and the evaluation settings
+
+    def recognises(self, names: list[str]) -> bool:
+        """Whether a table with these column names holds this kind (kinds are asked in KINDS' order)."""
+
+    def detect(self, df: pd.DataFrame, **columns: str | None) -> Any:
+        """The columns object for `df`: the named `columns` (role -> column) win, the rest are detected."""
+
+    def build(self, df: pd.DataFrame, columns: Any, name: str, warnings: list[str], drop_leaked: bool = False,
+              progress: Callable[[str, int, int], None] | None = None, **options: Any) -> Any:
+        """The corpus from a table and its columns, with its validation report."""
+
+    def load(self, path: Path, settings: dict[str, str | None], drop_leaked: bool = False, **options: Any) -> Any:
+        """The corpus in `path`, its columns named by run settings (text_col, ...) or detected."""
+
+    def targets(self, corpus: Any) -> int:
+        """How many target items score a model."""
+
+    def texts(self, corpus: Any) -> list[str]:
+        """Every text the corpus holds, train and target, as the model reads them (for token counts)."""
+
+    def evaluate(self, corpus: Any, scorer: Any) -> dict:
+        """What a model scores on the corpus: a result with `kind`, `model`, `target_split` and its figures."""
+
+    def evaluation_texts(self, corpus: Any, scorer: Any) -> list[list[str]]:
+        """The text lists `evaluate` encodes (each one cache entry)."""
+
+    def summary_text(self, summary: dict) -> str:
+        """A corpus summary (`summary()`, as a run stores it) in a few words, for model cards."""
+
+
+KINDS: dict[str, CorpusKind] = {}
+
+
+def register(kind: CorpusKind) -> None:
+    """Add a kind. Kinds are asked whether they recognise a table last registered first, so a kind with distinctive
+    columns goes after the labelled corpus, which takes any table (its columns are found or picked later)."""
+    KINDS[kind.name] = kind
+
+
+register(LABELLED)
+register(PAIRS)
+register(LISTS)
+
+
+def kind_of(corpus_or_name: Any) -> CorpusKind:
+    """The registered kind of a corpus (its `kind`), a corpus summary (its "kind", labelled where a summary stored
+    before kinds lacks one) or a kind name."""
+    name = (corpus_or_name if isinstance(corpus_or_name, str)
+            else corpus_or_name.get("kind", LABELLED.name) if isinstance(corpus_or_name, dict)
+            else corpus_or_name.kind)
+    return KINDS[name]
 
 
 def table_kind(df: pd.DataFrame) -> str:
-    """"lists", "pairs" or "labelled" from a table's column names."""
-    return "lists" if is_list_table(df) else "pairs" if is_pair_table(df) else "labelled"
+    """The name of the kind that recognises the table's column names, the last registered asked first."""
+    names = [str(c) for c in df.columns]
+    return next(name for name, kind in reversed(KINDS.items()) if kind.recognises(names))
 
 
 def corpus_kind(path: str | Path) -> str:
-    """"lists", "pairs" or "labelled", from the file's column names alone."""
+    """The kind a file holds, from its column names alone."""
     return table_kind(pd.DataFrame(columns=_header(Path(path))))
 
 
 def checked_kind(kind: str | None) -> str | None:
-    """A kind the user forces (`--kind`): exactly one of KIND_NAMES, or None to read it from the column names."""
-    if kind is not None and kind not in KIND_NAMES:
-        raise UserError(f"The corpus kind must be one of {', '.join(KIND_NAMES)}; got {shorten(kind)}.")
+    """A kind the user forces (`--kind`): exactly one of KINDS, or None to read it from the column names."""
+    if kind is not None and kind not in KINDS:
+        raise UserError(f"The corpus kind must be one of {', '.join(KINDS)}; got {shorten(kind)}.")
     return kind
 
 
-PAIR_ROLES = ("text1_col", "text2_col", "score_col")  # the column settings only a pair corpus has
-LIST_ROLES = ("list_col", "rank_col")  # and only a list corpus
+def own_settings(kind: CorpusKind) -> set[str]:
+    """The column settings only this kind has (text1_col for pairs): naming one says the file is of this kind."""
+    return set(kind.roles.values()).difference(*(set(k.roles.values()) for k in KINDS.values() if k is not kind))
 
 
 def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
              split_col: str | None = None, drop_leaked: bool = False,
              list_shape: str = "chain", kind: str | None = None, drop_duplicates: bool = False,
-             **roles: str | None) -> Corpus | PairCorpus | ListCorpus:
+             **roles: str | None) -> Any:
     """The corpus the file holds, of whichever kind; `drop_leaked` drops the target items that are also training
     items (texts; pairs in either order; lists with the same anchor and members: core.data.leakage); `list_shape`
-    is what a list file's order states (ListCorpus.shape); `kind` (one of KIND_NAMES) reads the file as that kind
-    instead of the one its column names suggest. `roles` name a pair corpus's columns (PAIR_ROLES) or a list
-    corpus's (LIST_ROLES), which also says its kind: a file whose own names the loader does not know (SICK's
+    is what a list file's order states (ListCorpus.shape); `kind` (one of KINDS) reads the file as that kind
+    instead of the one its column names suggest. `roles` name columns by the settings of a kind's roles
+    (text1_col, list_col, ...), which also says its kind: a file whose own names the loader does not know (SICK's
     sentence_A) reads as the pages mapped it. `drop_duplicates` is a labelled corpus's (build_corpus)."""
-    unknown = set(roles) - {*PAIR_ROLES, *LIST_ROLES}
+    known = {setting for k in KINDS.values() for setting in k.roles.values()}
+    unknown = set(roles) - known
     if unknown:
         raise TypeError(f"load_any() got unexpected keyword arguments {sorted(unknown)}")
     given = {name: value for name, value in roles.items() if value}
-    implied = {"pairs" for name in given if name in PAIR_ROLES} | {"lists" for name in given if name in LIST_ROLES}
+    implied = {k.name for k in KINDS.values() for name in given if name in own_settings(k)}
     if len(implied) > 1:
         raise UserError(f"{' and '.join(sorted(given))} name the columns of a pair corpus and of a list corpus; a "
                         "corpus is one kind: give the columns of one.")
     kind = checked_kind(kind) or next(iter(implied), None) or corpus_kind(path)
+    spec = KINDS[kind]
     if implied - {kind}:
-        raise UserError(f"{', '.join(sorted(given))} name columns of another kind of corpus than {KIND_NAMES[kind]}; "
+        raise UserError(f"{', '.join(sorted(given))} name columns of another kind of corpus than {spec.title}; "
                         "leave them unset or read the file as that kind.")
-    if drop_duplicates and kind != "labelled":
+    if drop_duplicates and "drop_duplicates" not in spec.options:
         raise UserError("drop_duplicates drops repeated texts of a labelled corpus; a pair or list corpus keeps its "
                         "rows (drop_leaked drops target items that repeat training ones).")
-    if kind == "pairs":
-        if text_col:
-            raise UserError("text_col names the text column of a labelled corpus; a pair corpus reads its text1 and "
-                            "text2 columns (text1_col, text2_col).")
-        return load_pairs(path, text1_col=given.get("text1_col"), text2_col=given.get("text2_col"),
-                          score_col=given.get("score_col"), label_col=label_col, split_col=split_col,
-                          drop_leaked=drop_leaked)
-    if kind == "lists":
-        if label_col:
-            raise UserError("label_col names a label column; a list corpus is ordered by its rank column.")
-        return load_lists(path, list_col=given.get("list_col"), rank_col=given.get("rank_col"), text_col=text_col,
-                          split_col=split_col, shape=list_shape, drop_leaked=drop_leaked)
-    return load_corpus(path, text_col=text_col, label_col=label_col, split_col=split_col,
-                       drop_duplicates=drop_duplicates, drop_leaked=drop_leaked)
+    settings = {**given, "text_col": text_col, "label_col": label_col, "split_col": split_col}
+    options = {name: value for name, value in (("list_shape", list_shape), ("drop_duplicates", drop_duplicates))
+               if name in spec.options}
+    return spec.load(Path(path), settings, drop_leaked=drop_leaked, **options)
 
 
-_SETTING_OF_ROLE = {"text": "text_col", "label": "label_col", "split": "split_col", "text1": "text1_col",
-                    "text2": "text2_col", "score": "score_col", "list_id": "list_col", "rank": "rank_col"}
-
-
-def column_settings(corpus: Corpus | PairCorpus | ListCorpus) -> dict[str, str | None]:
+def column_settings(corpus: Any) -> dict[str, str | None]:
     """The run settings that name the columns a corpus was read from (text_col, text1_col, ...), as detected or
     mapped: a run stores them, so its config reads the same columns from the original file on any machine."""
-    return {_SETTING_OF_ROLE[role]: column for role, column in asdict(corpus.columns).items()}
+    return {kind_of(corpus).roles[role]: column for role, column in asdict(corpus.columns).items()}
 
 
 def _header(path: Path) -> list[str]:

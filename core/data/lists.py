@@ -420,3 +420,48 @@ def _neighbour_split(texts: list[str], labels: np.ndarray, emb: np.ndarray, n_sa
             lists.append([texts[anchor], *(texts[i] for i in first), *(texts[i] for i in second)])
     order = np.argsort([int(i.split("-")[1]) for i in ids], kind="stable")
     return ListSplit(ids=[ids[i] for i in order], lists=[lists[i] for i in order]), skipped
+
+
+class ListKind:
+    """Ranked lists as a corpus kind (core.data.kinds.CorpusKind): a table with list_id and rank columns, one row
+    per member, rank 1 the anchor; judged by ordering accuracy and Kendall tau."""
+
+    name, title, unit = "lists", "a list corpus (list_id, rank, text)", "lists"
+    roles = {"list_id": "list_col", "rank": "rank_col", "text": "text_col", "split": "split_col"}
+    required = ("list_id", "rank", "text")
+    options = ("list_shape",)
+    judged = False
+    column_type = ListColumns
+
+    def recognises(self, names: list[str]) -> bool:
+        return is_list_table(pd.DataFrame(columns=names))
+
+    def detect(self, df: pd.DataFrame) -> ListColumns:
+        return detect_list_columns(df)
+
+    def build(self, df: pd.DataFrame, columns: ListColumns, name: str, warnings: list[str],
+              drop_leaked: bool = False, progress=None, list_shape: str = "chain") -> ListCorpus:
+        return build_lists(df, columns, name=name, warnings=warnings, shape=list_shape, drop_leaked=drop_leaked)
+
+    def load(self, path: Path, settings: dict[str, str | None], drop_leaked: bool = False,
+             list_shape: str = "chain") -> ListCorpus:
+        if settings.get("label_col"):
+            raise UserError("label_col names a label column; a list corpus is ordered by its rank column.")
+        return load_lists(path, list_col=settings.get("list_col"), rank_col=settings.get("rank_col"),
+                          text_col=settings.get("text_col"), split_col=settings.get("split_col"), shape=list_shape,
+                          drop_leaked=drop_leaked)
+
+    def targets(self, corpus: ListCorpus) -> int:
+        return len(corpus.test)
+
+    def texts(self, corpus: ListCorpus) -> list[str]:
+        return [text for part in (corpus.train, corpus.test) for members in part.lists for text in members]
+
+    def evaluate(self, corpus: ListCorpus, scorer) -> dict:
+        return scorer.ordering(corpus)
+
+    def evaluation_texts(self, corpus: ListCorpus, scorer) -> list[list[str]]:
+        return [scorer.list_texts(corpus)]
+
+
+LISTS = ListKind()

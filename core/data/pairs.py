@@ -460,3 +460,49 @@ def load_pair_split(path: str | Path, split: str, max_bytes: int = DEFAULT_MAX_B
     except UserError as exc:
         raise UserError(f"Split {shorten(split)} of {path.name} (its splits: {has}): {exc}") from exc
     return replace(view, target_split=split)
+
+
+class PairKind:
+    """Sentence pairs as a corpus kind (core.data.kinds.CorpusKind): a table with text1 and text2 columns (or
+    sentence1 and sentence2), a score and / or an NLI label per pair; judged by STS Spearman where it has scores."""
+
+    name, title, unit = "pairs", "a pair corpus (text1, text2, score or label)", "pairs"
+    roles = {"text1": "text1_col", "text2": "text2_col", "score": "score_col", "label": "label_col",
+             "split": "split_col"}
+    required = ("text1", "text2")
+    options = ()
+    judged = False
+    column_type = PairColumns
+
+    def recognises(self, names: list[str]) -> bool:
+        return is_pair_table(pd.DataFrame(columns=names))
+
+    def detect(self, df: pd.DataFrame) -> PairColumns:
+        return detect_pair_columns(df)
+
+    def build(self, df: pd.DataFrame, columns: PairColumns, name: str, warnings: list[str],
+              drop_leaked: bool = False, progress=None) -> PairCorpus:
+        return build_pairs(df, columns, name=name, warnings=warnings, drop_leaked=drop_leaked)
+
+    def load(self, path: Path, settings: dict[str, str | None], drop_leaked: bool = False) -> PairCorpus:
+        if settings.get("text_col"):
+            raise UserError("text_col names the text column of a labelled corpus; a pair corpus reads its text1 and "
+                            "text2 columns (text1_col, text2_col).")
+        return load_pairs(path, text1_col=settings.get("text1_col"), text2_col=settings.get("text2_col"),
+                          score_col=settings.get("score_col"), label_col=settings.get("label_col"),
+                          split_col=settings.get("split_col"), drop_leaked=drop_leaked)
+
+    def targets(self, corpus: PairCorpus) -> int:
+        return len(corpus.test)
+
+    def texts(self, corpus: PairCorpus) -> list[str]:
+        return corpus.train.text1 + corpus.train.text2 + corpus.test.text1 + corpus.test.text2
+
+    def evaluate(self, corpus: PairCorpus, scorer) -> dict:
+        return scorer.sts(corpus)
+
+    def evaluation_texts(self, corpus: PairCorpus, scorer) -> list[list[str]]:
+        return [scorer.pair_texts(corpus)] if corpus.columns.score is not None else []
+
+
+PAIRS = PairKind()

@@ -387,6 +387,26 @@ def is_split_column(series: pd.Series) -> bool:
     return bool(clean_splits(series).isin(SPLIT_VALUES).any())
 
 
+def is_text_like(series: pd.Series) -> bool:
+    if pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+        return False
+    values = series.dropna()
+    return len(values) > 0 and values.map(lambda v: isinstance(v, str)).mean() > 0.9
+
+
+def guess_text_column(df: pd.DataFrame, taken: set) -> str | None:
+    candidates = [str(c) for c in df.columns if c not in taken and is_text_like(df[c])]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def guess_label_column(df: pd.DataFrame, taken: set) -> str | None:
+    """The one remaining column, ignoring ID-like columns whose values are all different."""
+    rest = [str(c) for c in df.columns if c not in taken and not holds_nested(df[c])]
+    if len(rest) > 1:
+        rest = [c for c in rest if df[c].nunique(dropna=True) < len(df)]
+    return rest[0] if len(rest) == 1 else None
+
+
 def few_targets_warning(n: int, what: str) -> str | None:
     """A warning where fewer than FEW_TARGETS target texts or lists score a model, with how wide a share's 95%
     interval is there (near 50%, normal approximation); `what` names them ("test texts")."""

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.data.corpus import Corpus
+from core.data.kinds import kind_of
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.evaluation import items as per_item
@@ -85,20 +86,25 @@ def list_changes(before: dict[str, np.ndarray], after: dict[str, np.ndarray], li
     })
 
 
-def changed_items(before: dict, after: dict, corpus: Corpus | PairCorpus | ListCorpus) -> pd.DataFrame | None:
+CHANGES = {"texts": text_flips, "pairs": pair_changes, "lists": list_changes}  # by the per-item arrays' group
+NEEDS = {"texts": "knn_pred", "pairs": "sts_cos"}  # the array a group's table reads, missing from some results
+
+
+def changed_items(before: dict, after: dict, corpus) -> pd.DataFrame | None:
     """The items of `corpus`'s target split as they changed between two evaluation results of it (before, after):
-    text_flips, pair_changes or list_changes by the corpus kind; None where either result kept no per-item arrays
-    (or no kNN votes: a trade-off-only evaluation) or the two scored other items."""
-    group = {Corpus: "texts", PairCorpus: "pairs", ListCorpus: "lists"}[type(corpus)]
+    text_flips, pair_changes or list_changes by the group of items its kind is scored on; None where either result
+    kept no per-item arrays (or no kNN votes: a trade-off-only evaluation), the two scored other items, or the kind's
+    items have no table of changes."""
+    kind = kind_of(corpus)
+    group = kind.unit
     arrays_b, arrays_a = per_item.load(before), per_item.load(after)
-    if arrays_b is None or arrays_a is None or not per_item.same_items(before, after, group):
+    if (group not in CHANGES or arrays_b is None or arrays_a is None
+            or not per_item.same_items(before, after, group)):
         return None
-    size = len(corpus.test_texts) if group == "texts" else len(corpus.test)
-    first = next((a for name, a in arrays_b.items() if per_item.GROUPS[name] == group), None)
-    if first is None or len(first) != size:  # the file changed since the run evaluated it: other items
+    first = next((a for name, a in arrays_b.items() if per_item.GROUPS.get(name) == group), None)
+    if first is None or len(first) != kind.targets(corpus):  # the file changed since the run evaluated it
         return None
-    if isinstance(corpus, ListCorpus):
-        return list_changes(arrays_b, arrays_a, corpus)
-    if isinstance(corpus, PairCorpus):
-        return pair_changes(arrays_b, arrays_a, corpus) if "sts_cos" in arrays_b else None
-    return text_flips(arrays_b, arrays_a, corpus) if "knn_pred" in arrays_b and "knn_pred" in arrays_a else None
+    needs = NEEDS.get(group)
+    if needs is not None and (needs not in arrays_b or needs not in arrays_a):
+        return None
+    return CHANGES[group](arrays_b, arrays_a, corpus)

@@ -13,10 +13,12 @@ target lists (`lists`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Union
 
-from core.data.corpus import Corpus
+import numpy as np
+
+from core.data.kinds import kind_of
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.evaluation import items as per_item
@@ -25,25 +27,74 @@ from core.evaluation.items import CONDITIONS, CONTENT_VERSION, ITEMS, ITEMS_OF, 
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
 from core.evaluation.uncertainty import bootstrap_mean_ci, json_interval, proportion_ci, spearman_ci
+from core.models.encode import encode_cached
 from core.models.loading import model_fingerprint, source_name
 from core.models.rates import EncodeClock, record_rate
 from core.storage import cached_json, key_hash, result_entry
 
-AnyCorpus = Union[Corpus, PairCorpus, ListCorpus]
 # A phase that encodes the distinct texts of pairs or lists counts texts, not pairs (5,001 texts for 4,906 pairs).
 TEXTS_OF = "encoding the {}' distinct texts"
 RESULT_VERSION = 5  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
-def evaluation_texts(corpus: AnyCorpus, settings: EvalSettings = EvalSettings(), sts: PairCorpus | None = None,
+class Scorer:
+    """What a corpus kind builds its evaluation from (core.data.kinds.CorpusKind.evaluate, .evaluation_texts): the
+    model, the reference that judges S@k, the settings and the progress, with the evaluations the kinds here are
+    judged by. core.data sits below this layer, so a kind is handed these rather than importing them; a new kind
+    calls one of them or computes its own figures from `encode`."""
+
+    def __init__(self, model=None, reference=None, settings: EvalSettings = EvalSettings(),
+                 progress: PhaseProgress | None = None, layers: bool = True) -> None:
+        self.model, self.reference, self.settings, self.progress, self.layers = (model, reference, settings,
+                                                                                 progress, layers)
+
+    def report(self, label: str) -> Callable[[int, int], None] | None:
+        """A (done, total) callback that shows `label` as the phase, or None without progress."""
+        return (lambda done, total: self.progress(label, done, total)) if self.progress else None
+
+    def encode(self, texts: list[str], label: str) -> np.ndarray:
+        """The model's embeddings of `texts` (cached on disk), the phase named `label` while it encodes."""
+        return encode_cached(self.model, texts, progress=self.report(label))
+
+    def retrieval(self, corpus) -> dict:
+        """P@k and S@k (judged by the reference), kNN and linear-probe accuracy of a labelled corpus's target texts."""
+        settings = self.settings
+        result = evaluate(self.model, self.reference, corpus, settings, progress=self.progress, layers=self.layers)
+        result["kind"] = "labelled"
+        result[ITEMS_OF] = {"texts": items_key([corpus.classes[c] for c in corpus.test_labels], corpus.test_texts)}
+        sample = eval_sets(corpus, settings)
+        result[CONDITIONS] = {"k": result["k"], "discount": result["discount"], "knn_k": settings.knn_k,
+                              "knn_metric": settings.knn_metric, "judge": model_fingerprint(self.reference),
+                              "train": key_hash([sample.train_texts, [corpus.classes[c] for c in sample.train_labels]])}
+        return result
+
+    def sts(self, pairs) -> dict:
+        """STS Spearman on a pair corpus's target pairs."""
+        return evaluate_pairs(self.model, pairs, "", progress=self.report(TEXTS_OF.format("target pairs")))
+
+    def ordering(self, lists) -> dict:
+        """Ordering accuracy and Kendall tau on a list corpus's target lists."""
+        return evaluate_lists(self.model, lists, "", progress=self.report(TEXTS_OF.format("target lists")))
+
+    def train_sample(self, corpus) -> list[str]:
+        """The training texts a labelled corpus's evaluation encodes (the kNN and P@k pool's sample)."""
+        return eval_sets(corpus, self.settings).train_texts
+
+    @staticmethod
+    def pair_texts(pairs) -> list[str]:
+        """The distinct texts of a pair corpus's target pairs, as `sts` encodes them."""
+        return pair_texts(pairs)
+
+    @staticmethod
+    def list_texts(lists) -> list[str]:
+        """The distinct members of a list corpus's target lists, as `ordering` encodes them."""
+        return list_texts(lists.test)
+
+
+def evaluation_texts(corpus, settings: EvalSettings = EvalSettings(), sts: PairCorpus | None = None,
                      lists: ListCorpus | None = None) -> list[list[str]]:
     """The text lists one evaluation of a model encodes (each a cache entry): for ETAs and cache checks."""
-    if isinstance(corpus, ListCorpus):
-        out = [list_texts(corpus.test)]
-    elif isinstance(corpus, PairCorpus):
-        out = [pair_texts(corpus)] if corpus.columns.score is not None else []
-    else:
-        out = [eval_sets(corpus, settings).train_texts, list(corpus.test_texts)]
+    out = kind_of(corpus).evaluation_texts(corpus, Scorer(settings=settings))
     if lists is not None and lists is not corpus:
         out.append(list_texts(lists.test))
     if sts is not None and sts.columns.score is not None:
@@ -51,35 +102,22 @@ def evaluation_texts(corpus: AnyCorpus, settings: EvalSettings = EvalSettings(),
     return out
 
 
-def _compute(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress: PhaseProgress | None,
+def _compute(model, reference, corpus, settings: EvalSettings, progress: PhaseProgress | None,
              sts: PairCorpus | None, lists: ListCorpus | None, layers: bool) -> dict:
-    def report(label: str):
-        return (lambda done, total: progress(label, done, total)) if progress else None
-
-    if isinstance(corpus, ListCorpus):
-        result = evaluate_lists(model, corpus, "", progress=report(TEXTS_OF.format("target lists")))
-    elif isinstance(corpus, PairCorpus):
-        result = evaluate_pairs(model, corpus, "", progress=report(TEXTS_OF.format("target pairs")))
-    else:
-        result = evaluate(model, reference, corpus, settings, progress=progress, layers=layers)
-        result["kind"] = "labelled"
-        result[ITEMS_OF] = {"texts": items_key([corpus.classes[c] for c in corpus.test_labels], corpus.test_texts)}
-        sample = eval_sets(corpus, settings)
-        result[CONDITIONS] = {"k": result["k"], "discount": result["discount"], "knn_k": settings.knn_k,
-                              "knn_metric": settings.knn_metric, "judge": model_fingerprint(reference),
-                              "train": key_hash([sample.train_texts, [corpus.classes[c] for c in sample.train_labels]])}
+    scorer = Scorer(model, reference, settings, progress, layers)
+    result = kind_of(corpus).evaluate(corpus, scorer)
     parts = []
     if lists is not None and lists is not corpus:
-        parts.append(ordering_metrics(model, lists, progress=report(TEXTS_OF.format("target lists"))))
+        parts.append(ordering_metrics(model, lists, progress=scorer.report(TEXTS_OF.format("target lists"))))
     if sts is not None:
-        parts.append(sts_scored(model, sts, progress=report(TEXTS_OF.format("STS pairs"))))
+        parts.append(sts_scored(model, sts, progress=scorer.report(TEXTS_OF.format("STS pairs"))))
     for part in parts:  # their per-item arrays join the corpus's own
         items, of = part.pop(ITEMS, {}), part.pop(ITEMS_OF, {})
         result.update(part)
         result.setdefault(ITEMS, {}).update(items)
         result.setdefault(ITEMS_OF, {}).update(of)
-    sts_pairs = sts if sts is not None else corpus if isinstance(corpus, PairCorpus) else None
-    return with_intervals(result, len(sts_pairs.test) if sts_pairs is not None else 0)
+    sts_pairs = len(sts.test) if sts is not None else result.get("n_pairs", 0)  # the pairs STS Spearman is over
+    return with_intervals(result, sts_pairs)
 
 
 def with_intervals(result: dict, sts_pairs: int) -> dict:
@@ -104,7 +142,7 @@ def with_intervals(result: dict, sts_pairs: int) -> dict:
     return out
 
 
-def _timed(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress: PhaseProgress | None,
+def _timed(model, reference, corpus, settings: EvalSettings, progress: PhaseProgress | None,
            sts: PairCorpus | None, lists: ListCorpus | None, layers: bool) -> dict:
     """_compute, with how long it took under "timing" (seconds in all, of them encoding and start-up before the first
     text, texts encoded), stored with
@@ -126,7 +164,7 @@ def _timed(model, reference, corpus: AnyCorpus, settings: EvalSettings, progress
     return result
 
 
-def evaluate_corpus(model, reference, corpus: AnyCorpus, settings: EvalSettings = EvalSettings(),
+def evaluate_corpus(model, reference, corpus, settings: EvalSettings = EvalSettings(),
                     progress: PhaseProgress | None = None, model_name: str | None = None, *,
                     sts: PairCorpus | None = None, lists: ListCorpus | None = None, layers: bool = True,
                     timing: dict | None = None) -> dict:
@@ -136,10 +174,10 @@ def evaluate_corpus(model, reference, corpus: AnyCorpus, settings: EvalSettings 
     given, is filled with how long computing the result took (seconds, encode_s, texts encoded; kept with the cached
     result, so an ETA knows the scoring time even on a hit) and whether this call read it from the cache."""
     fingerprint = model_fingerprint(model)
-    labelled = isinstance(corpus, Corpus)
+    judged = kind_of(corpus).judged  # by the reference, under the settings: both key the result
     key = ["evaluation", RESULT_VERSION, corpus.kind, corpus.fingerprint, fingerprint,
-           (fingerprint if reference is model else model_fingerprint(reference)) if labelled else None,
-           asdict(settings) if labelled else None,
+           (fingerprint if reference is model else model_fingerprint(reference)) if judged else None,
+           asdict(settings) if judged else None,
            sts.fingerprint if sts is not None else None,
            lists.fingerprint if lists is not None and lists is not corpus else None]
     computed: list[bool] = []
@@ -157,5 +195,5 @@ def evaluate_corpus(model, reference, corpus: AnyCorpus, settings: EvalSettings 
     result = {k: v for k, v in stored.items() if k != "timing"}
     if timing is not None:
         timing.update(stored.get("timing") or {}, cached=not computed)
-    judge = {"judge": source_name(reference)} if labelled else {}  # S@k's judge, by name as the model is
+    judge = {"judge": source_name(reference)} if judged else {}  # S@k's judge, by name as the model is
     return {**result, "model": model_name or getattr(model, "contrastlab_source", "model"), **judge}

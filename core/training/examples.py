@@ -49,8 +49,7 @@ def scored_pairs(cfg, corpus, fmt: str):
 
 def document_pairs(cfg, corpus, _reference, fmt: str, _progress: Progress | None = None):
     """Two crops ("crop") or the same crop twice ("dropout") of each multi-sentence document."""
-    from core.data.corpus import load_documents
-    from core.data.crops import crop_pairs, dropout_pairs, to_dataset
+    from core.data.crops import crop_pairs, dropout_pairs, load_documents, to_dataset
 
     # The corpus's own train split keeps its test texts unseen; a separate documents file is used whole.
     texts = load_documents(cfg.documents) if cfg.documents else corpus.train_texts

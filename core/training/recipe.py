@@ -65,7 +65,7 @@ class Recipe:
     phases: Callable = no_phases  # (cfg, total_steps) -> [{"step", "label"}]: where the loss curve marks a change
     shown: tuple[str, ...] = ()  # settings named in run labels beside the knob (e.g. a curriculum's order)
     self_supervised: bool = False
-    kinds: tuple[str, ...] = ("labelled",)  # corpus kinds it trains on (core.data.kinds.KIND_NAMES)
+    kinds: tuple[str, ...] = ("labelled",)  # corpus kinds it trains on (core.data.kinds.KINDS)
     needs: Callable = no_needs  # (cfg, corpus) -> a sentence saying what the corpus lacks for this run, or None
     lists: Callable | None = None  # (cfg, corpus, reference, progress) -> the ListCorpus a list recipe learns from;
     # its target lists' ordering metrics are reported before and after
@@ -89,11 +89,11 @@ class Recipe:
 
     def check_corpus(self, cfg, corpus) -> None:
         """Refuse, before any work, a corpus this run cannot train on (the CLI checks before a worker starts)."""
-        from core.data.kinds import KIND_NAMES  # pandas and scikit-learn: not needed to list the recipes
+        from core.data.kinds import kind_of  # pandas and scikit-learn: not needed to list the recipes
 
         if corpus.kind not in self.kinds:
-            raise UserError(f"{self.name} trains on {' or '.join(KIND_NAMES[k] for k in self.kinds)}; this is "
-                            f"{KIND_NAMES[corpus.kind]}.")
+            raise UserError(f"{self.name} trains on {' or '.join(kind_of(k).title for k in self.kinds)}; this is "
+                            f"{kind_of(corpus).title}.")
         missing = self.needs(cfg, corpus)
         if missing:
             raise UserError(missing)
