@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui.corpus_view import list_summary, pair_summary
+from core.data.kinds import kind_of
 from ui.layout import escaped
 
 st.title("ContrastLab")
@@ -18,18 +18,8 @@ corpus = ui.state.corpus()
 cards = st.columns([2.2, 1, 1, 1.8, 1])
 if corpus is not None:
     cards[0].metric("Corpus", corpus.name, border=True, help=f"Split: {corpus.report.split_source}")
-    if corpus.kind == "pairs":
-        cards[1].metric("Pairs", f"{len(corpus.train) + len(corpus.test):,}", border=True,
-                        help=f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}")
-        cards[2].metric("Kind", "pairs", border=True, help=pair_summary(corpus))
-    elif corpus.kind == "lists":
-        cards[1].metric("Lists", f"{len(corpus.train) + len(corpus.test):,}", border=True,
-                        help=f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}")
-        cards[2].metric("Kind", "lists", border=True, help=list_summary(corpus))
-    else:
-        cards[1].metric("Texts", f"{len(corpus.train_texts) + len(corpus.test_texts):,}", border=True,
-                        help=f"{len(corpus.train_texts):,} train, {len(corpus.test_texts):,} {corpus.target_split}")
-        cards[2].metric("Classes", len(corpus.classes), border=True, help=", ".join(corpus.classes))
+    for card, (label, value, about) in zip(cards[1:3], kind_of(corpus).cards(corpus)):
+        card.metric(label, value, border=True, help=about)
 model = ui.state.model_name()
 shown = ui.model_label(model)
 with cards[3].container(border=True):  # a path's folder name in large type, the full path below it, wrapping

@@ -8,9 +8,9 @@ import streamlit as st
 
 import ui
 from core.data.corpus import Columns, detect_columns
-from core.data.kinds import table_kind
-from core.data.lists import ListColumns, detect_list_columns
-from core.data.pairs import PairColumns, detect_pair_columns
+from core.data.kinds import KINDS, kind_of, table_kind
+from core.data.lists import ListColumns, detect_list_columns, list_summary, size_range
+from core.data.pairs import PairColumns, detect_pair_columns, pair_summary
 from core.data.table import DEFAULT_MAX_BYTES, ColumnError
 from core.errors import UserError
 from core.evaluation.corpus_eval import evaluate_corpus
@@ -19,10 +19,9 @@ from core.evaluation.headline import DISCOUNTS, HEADLINE
 from core.evaluation.published import (
     AT_K,
     K_MAX,
-    KIND_METRICS,
-    KIND_WORDS,
     UNITS,
     ambiguous,
+    figure_sets,
     figures_kind,
     published,
     remove_published,
@@ -35,11 +34,8 @@ from ui.corpus_view import (
     column_advice,
     corpus_frame,
     list_frame,
-    list_summary,
     pair_frame,
-    pair_summary,
     pick_note,
-    size_range,
 )
 from ui.layout import escaped, literal
 from ui.per_class_view import per_class_results
@@ -92,7 +88,7 @@ def _index(options: list[str], name: str | None) -> int | None:
     return options.index(name) if name in options else None
 
 
-def choose_columns(table: Table) -> tuple[Columns, bool, bool] | None:
+def choose_columns(table: Table, _kind) -> tuple[Columns, bool, bool] | None:
     """Column pickers pre-filled with what detect_columns finds (the columns, drop duplicates, drop leaked texts);
     None until text and label are picked, with a note above the pickers naming the column(s) still to pick."""
     names = [str(c) for c in table.df.columns]
@@ -150,7 +146,7 @@ def pick_roles(table: Table, detect, roles: dict[str, tuple[str, bool]], none: s
     return picked
 
 
-def choose_pair_columns(table: Table) -> tuple[PairColumns, bool, bool] | None:
+def choose_pair_columns(table: Table, _kind) -> tuple[PairColumns, bool, bool] | None:
     """Pickers for a pair table: (columns, drop duplicates, drop leaked pairs), None until the mapping is usable.
     Pairs that repeat are kept (the report counts them), so duplicates are never dropped."""
     roles = {"text1": ("Text1 column", True), "text2": ("Text2 column", True), "score": ("Score column", False),
@@ -162,7 +158,7 @@ def choose_pair_columns(table: Table) -> tuple[PairColumns, bool, bool] | None:
     return None if picked is None else (PairColumns(**picked), False, bool(st.session_state.get(DROP_LEAKED, False)))
 
 
-def choose_list_columns(table: Table) -> tuple[ListColumns, bool, bool, str] | None:
+def choose_list_columns(table: Table, _kind) -> tuple[ListColumns, bool, bool, str] | None:
     """Pickers for a list table and its shape: (columns, drop duplicates, drop leaked texts, shape), None until the
     mapping is usable. A list holds its members once each, so no duplicate is dropped."""
     roles = {"list_id": ("List id column", True), "rank": ("Rank column", True), "text": ("Text column", True),
@@ -176,7 +172,13 @@ def choose_list_columns(table: Table) -> tuple[ListColumns, bool, bool, str] | N
     return None if picked is None else (ListColumns(**picked), False, drop_leaked, shape)
 
 
-COLUMN_CHOICE = {"labelled": choose_columns, "pairs": choose_pair_columns, "lists": choose_list_columns}
+def choose_role_columns(table: Table, kind) -> tuple[object, bool, bool] | None:
+    """Pickers for a kind without pickers of its own (core.data.kinds.register): one per role of the kind, its
+    required roles first to pick; (columns, drop duplicates, drop leaked items)."""
+    roles = {role: (f"{role.replace('_', ' ').capitalize()} column", role in kind.required) for role in kind.roles}
+    picked = pick_roles(table, kind.detect, roles, NO_COLUMN)
+    drop_leaked = bool(st.session_state.get(DROP_LEAKED, False))
+    return None if picked is None else (kind.column_type(**picked), False, drop_leaked)
 
 
 def choose_model() -> None:
@@ -192,14 +194,6 @@ def choose_model() -> None:
             st.rerun()
 
 
-def all_texts(corpus) -> list[str]:
-    if corpus.kind == "lists":
-        return [text for part in (corpus.train, corpus.test) for members in part.lists for text in members]
-    if corpus.kind == "pairs":
-        return corpus.train.text1 + corpus.train.text2 + corpus.test.text1 + corpus.test.text2
-    return corpus.train_texts + corpus.test_texts
-
-
 def overlong(corpus) -> tuple[int, int] | None:
     """(texts longer than the model's limit, the limit in tokens), once per corpus and model. Tokenizing 100k
     texts takes seconds, so it shows a progress bar where it is called."""
@@ -207,7 +201,8 @@ def overlong(corpus) -> tuple[int, int] | None:
     if key not in cache:
         with ui.guard("Counting over-long texts"), ui.progress_bar("Loading the model…") as bar:
             model = ui.get_model()
-            count = count_overlong(model, all_texts(corpus), progress=lambda d, t: bar("Counting tokens", d, t))
+            count = count_overlong(model, kind_of(corpus).texts(corpus),
+                                   progress=lambda d, t: bar("Counting tokens", d, t))
             cache[key] = count, model.max_seq_length
     return cache.get(key)
 
@@ -277,7 +272,7 @@ def show_leakage(corpus) -> None:
         st.checkbox(f"Drop them from the {corpus.target_split} split", key=DROP_LEAKED, persist_state="session",
                     help="The training rows and the split of every other row stay as they are; the corpus "
                          "fingerprint changes, so cached results of the two versions never mix.")
-    sharing = corpus.sharing() if corpus.kind != "labelled" else ""
+    sharing = corpus.sharing()
     if sharing:
         examples = [_leak_example(t) for t in report.shared_examples]
         st.warning(f"**{sharing}**, so a model may score them partly by memory; only exact repeats can be dropped. "
@@ -430,6 +425,44 @@ def show_evaluation(corpus) -> None:
     per_class_results(r, None, key="corpus:per_class", name=f"reference-{corpus.name}")
 
 
+def show_kind_report(corpus) -> None:
+    """The report of a kind without a report of its own: its cards, how it was split, warnings and leakage."""
+    kind, report = kind_of(corpus), corpus.report
+    cards = report_cards(4)
+    cards[0].metric("Rows read", f"{report.rows_read:,}", border=True)
+    for card, (label, value, about) in zip(cards[1:3], kind.cards(corpus)):
+        card.metric(label, value, border=True, help=about)
+    st.caption(f"{kind.caption(corpus, literal)} · split: {report.split_source}")
+    for warning in report.warnings:
+        st.warning(escaped(warning))
+    show_leakage(corpus)
+    overlong_card(cards[3].empty(), corpus)
+
+
+def show_kind_evaluation(corpus) -> None:
+    """The reference evaluation of a kind without a section of its own: a card per headline figure it reports."""
+    st.subheader("Reference evaluation")
+    r = reference_result(corpus, "Run reference evaluation",
+                         lambda model, model_name, bar: evaluate_corpus(model, model, corpus, SETTINGS, progress=bar,
+                                                                        model_name=model_name))
+    if r is None:
+        return
+    reported = figure_sets()[figures_kind(corpus)][1]
+    shown = [m for m in HEADLINE if m.key in reported and r.get(m.key) is not None]
+    for card, metric in zip(st.columns(4), shown):
+        card.metric(metric.short.format(k=r.get("k", "k")), metric.text(r[metric.key]), border=True)
+    interval_caption(r)
+    published_caption(r, (corpus.fingerprint,))
+
+
+# Each kind's pickers, report and evaluation on this page; a kind registered without its own (core.data.kinds) gets
+# the pickers of its roles, its cards and a card per headline figure it reports.
+VIEWS = {"labelled": (choose_columns, show_report, show_evaluation),
+         "pairs": (choose_pair_columns, show_pair_report, show_sts_evaluation),
+         "lists": (choose_list_columns, show_list_report, show_list_evaluation)}
+KIND_VIEW = (choose_role_columns, show_kind_report, show_kind_evaluation)
+
+
 def show_published(corpus) -> None:
     """Figures published for this test set elsewhere (a paper's, a leaderboard's), kept with the corpus by its
     content fingerprint (core.evaluation.published) and drawn beside ours on the run panels and the Trade-off page:
@@ -441,12 +474,13 @@ def show_published(corpus) -> None:
                    "it (an accuracy in %: 85.0 for 85 %). It is kept with this corpus, by its content, and drawn "
                    "beside ours: under a run's metric cards and on the Trade-off page.")
         kind = figures_kind(corpus)
-        if not KIND_METRICS[kind]:
-            st.caption(f"{KIND_WORDS[kind]} reports no STS Spearman (it has no gold scores), so there is no "
+        words, metrics = figure_sets()[kind]
+        if not metrics:
+            st.caption(f"{words} reports no STS Spearman (it has no gold scores), so there is no "
                        "published figure to keep beside ours.")
             return
         pick, value_box, note_box = st.columns([2, 1, 3], vertical_alignment="bottom")
-        key = pick.selectbox("Figure", KIND_METRICS[kind], key=f"published_metric:{corpus.fingerprint}",
+        key = pick.selectbox("Figure", metrics, key=f"published_metric:{corpus.fingerprint}",
                              format_func=lambda k: metric_of[k].short.format(k="k")
                              + (" (%)" if metric_of[k].percent else ""))
         digits = metric_of[key].digits
@@ -498,7 +532,8 @@ with source_col, ui.guard("Reading the table"):
 with model_col:
     choose_model()
 if table is not None:
-    choice = COLUMN_CHOICE[table_kind(table.df)](table)
+    kind = KINDS[table_kind(table.df)]
+    choice = VIEWS.get(kind.name, KIND_VIEW)[0](table, kind)
     if choice is not None:
         with ui.guard("Building the corpus"):
             try:
@@ -514,13 +549,7 @@ corpus = ui.state.corpus()
 if corpus is None:
     st.stop()
 st.subheader(f"Validation report · {literal(corpus.name)}")
-if corpus.kind == "lists":
-    show_list_report(corpus)
-    show_list_evaluation(corpus)
-elif corpus.kind == "pairs":
-    show_pair_report(corpus)
-    show_sts_evaluation(corpus)
-else:
-    show_report(corpus)
-    show_evaluation(corpus)
+_, show_kind_report_of, show_evaluation_of = VIEWS.get(corpus.kind, KIND_VIEW)
+show_kind_report_of(corpus)
+show_evaluation_of(corpus)
 show_published(corpus)

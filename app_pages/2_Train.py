@@ -9,6 +9,8 @@ import streamlit as st
 import ui
 from core.data.content import persist_table
 from core.data.corpus import demo_documents_path, detect_columns
+from core.data.kinds import KINDS, kind_of
+from core.data.lists import size_range
 from core.data.table import read_table
 from core.errors import UserError
 from core.jobs.ray_sweep import ray_available
@@ -26,7 +28,6 @@ from ui.corpus_view import (
     band_preview_frame,
     band_ranks,
     list_preview_frame,
-    size_range,
     with_text_labels,
 )
 
@@ -133,8 +134,9 @@ def choose_examples(recipe: Recipe, kind: str) -> dict:
     """The recipe's other settings (mining, or documents and crops) and the number of examples; a pair corpus's
     examples are its own pairs, so nothing is mined and the mining settings are left out (so is the list size,
     which only applies to lists built from a labelled corpus)."""
+    mined = KINDS[kind].mined  # a labelled corpus's examples are mined, and its lists built from neighbours
     params = [p for p in recipe.params if p.name != recipe.knob and not p.choices
-              and not (kind == "pairs" and p in MINING) and not (kind != "labelled" and p is LIST_SIZE)]
+              and not (not mined and p in MINING) and not (not mined and p is LIST_SIZE)]
     fields = {p.name: widget(p, key_of(p.name, recipe), p.default) for p in params if p.file}
     numbers = [p for p in params if not p.file]
     per_row = EXAMPLE_COLUMNS if len(numbers) + 1 > EXAMPLE_COLUMNS else len(numbers) + 1
@@ -195,7 +197,8 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
         cards[1].metric("Skipped documents", f"{stats['skipped_docs']:,}", border=True,
                         help="Too few sentences of 100-250 characters to form the chunks.")
         cards[2].metric("Pairs used", f"{stats['examples']:,}", border=True)
-    elif corpus.kind == "pairs" or recipe.example_format == "ranked pairs":  # RAOE's pairs, mined or the corpus's
+    elif kind_of(corpus).train_pairs(corpus) is not None or recipe.example_format == "ranked pairs":
+        # the corpus's own pairs, or RAOE's pairs (mined or the corpus's)
         cards[0].metric("Pairs used", f"{stats['examples']:,}", border=True, help=f"Source: {stats['source']}.")
         if stats.get("gated_share") is not None:
             cards[1].metric("Gated share", f"{stats['gated_share']:.0%}", border=True,
@@ -214,7 +217,7 @@ def show_preview(recipe: Recipe, fields: dict, clicked: bool) -> None:
                              f"{stats['threshold']:g}: {stats['anchors_without_positive']:,} without a positive, "
                              f"{stats['anchors_without_negative']:,} without a negative.")
     widths = None
-    if corpus.kind == "labelled" and not recipe.self_supervised:
+    if kind_of(corpus).mined and not recipe.self_supervised:
         frame = with_text_labels(frame, corpus)
         widths = {c: st.column_config.TextColumn(width="medium") for c in EXAMPLE_TEXTS}  # labels in view too
     st.caption(f"First {len(frame)} of {stats['examples']:,}")
@@ -302,7 +305,7 @@ if corpus is None:
     st.info("No corpus is loaded yet; load one on the Corpus page first.")
     st.page_link("app_pages/1_Corpus.py", label="Go to the Corpus page", icon=":material/table_view:")
     st.stop()
-mines = corpus.kind == "labelled"
+mines = kind_of(corpus).mined
 
 fields: dict | None = {}
 recipe_box, examples_box = st.columns([2, 3])

@@ -20,6 +20,7 @@ from core.analysis.tradeoff import (
     tradeoff_points,
     triplet_count_note,
 )
+from core.data.kinds import kind_of
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
 from core.evaluation.published import published, shown_beside
@@ -92,7 +93,7 @@ def before_after_sections() -> None:
 
 
 corpus = ui.state.corpus()
-if corpus is not None and corpus.kind != "labelled":
+if corpus is not None and not kind_of(corpus).judged:
     before_after_sections()  # the P@k / S@k parts below need labels
 corpus = ui.require_corpus("Trade-off")
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to

@@ -16,7 +16,8 @@ import torch
 import core.evaluation.ordering as ordering
 import core.losses.listmle as listmle
 from core.cli import main
-from core.data.lists import ListCorpus, ListReport, ListSplit, build_lists, detect_list_columns, nli_lists
+from core.data.lists import ListCorpus, ListReport, ListSplit, build_lists, detect_list_columns
+from core.data.pairs import nli_lists
 from core.data.pairs import build_pairs, detect_pair_columns
 from core.evaluation.ordering import ordered_rows, ordering_metrics
 from core.losses.listmle import ListMLELoss, nudged_targets, pack_label

@@ -19,7 +19,8 @@ import pytest
 from core.cli import main
 from core.data.corpus import build_corpus, detect_columns
 from core.data.kinds import corpus_kind, kind_of, load_any, table_kind
-from core.data.lists import ListCorpus, build_lists, detect_list_columns, load_lists, neighbour_lists, nli_lists
+from core.data.lists import ListCorpus, build_lists, detect_list_columns, load_lists, neighbour_lists
+from core.data.pairs import nli_lists
 from core.data.pairs import NLI_LABELS, build_pairs, detect_pair_columns, load_pairs
 from core.data.table import train_on_validation
 from core.errors import UserError

@@ -59,25 +59,6 @@ def balance_figure(corpus: Corpus) -> go.Figure:
     return fig
 
 
-def kept_text(kept: int, used: int, unit: str) -> str:
-    """"9,840 pairs (9,345 in train and test)": the rows kept, as the report's card counts them, and how many of them
-    the train and target splits use where a split is left unused (a validation split beside a test split)."""
-    return f"{kept:,} {unit}" + (f" ({used:,} in train and test)" if used != kept else "")
-
-
-def pair_summary(corpus: PairCorpus) -> str:
-    """"N pairs, scores x–y, labels entailment n · ...": what a pair corpus holds, in one line; N is the pairs kept,
-    as the report's card counts them, with how many of them train or score where a split is left unused."""
-    summary = corpus.summary()
-    parts = [kept_text(corpus.report.rows_kept, summary["rows_train"] + summary["rows_test"], "pairs")]
-    if summary["score_range"] is not None:
-        low, high = summary["score_range"]
-        parts.append(f"scores {low:g}–{high:g}")
-    if summary["label_counts"] is not None:
-        parts.append("labels " + " · ".join(f"{word} {n:,}" for word, n in summary["label_counts"].items()))
-    return ", ".join(parts)
-
-
 def pair_frame(corpus: PairCorpus) -> pd.DataFrame:
     """One row per kept pair, train rows first: split, text1, text2 and the score and / or label it has."""
     parts = (("train", corpus.train), (corpus.target_split, corpus.test))
@@ -112,20 +93,6 @@ def text_labels(texts: set[str], corpus: Corpus) -> dict[str, str]:
         if text in texts:
             labels.setdefault(text, set()).add(corpus.classes[code])
     return {text: " / ".join(sorted(classes)) for text, classes in labels.items()}
-
-
-def list_summary(corpus: ListCorpus) -> str:
-    """"N lists, sizes a–b, list file": what a list corpus holds and where its lists come from, in one line (a
-    list's size counts its anchor)."""
-    summary = corpus.summary()
-    sizes = size_range(*summary["list_size"])
-    return (f"{summary['lists_train'] + summary['lists_test']:,} lists, size{'s' if '–' in sizes else ''} {sizes}, "
-            f"{summary['source']}")
-
-
-def size_range(low: int, high: int) -> str:
-    """"4–6", or "5" when every list has the same size."""
-    return f"{low}" if low == high else f"{low}–{high}"
 
 
 def list_frame(corpus: ListCorpus, list_id: str) -> pd.DataFrame:

@@ -8,12 +8,11 @@ from pathlib import Path
 import streamlit as st
 
 from core.data.corpus import Corpus
-from core.data.kinds import KIND_NAMES
+from core.data.kinds import kind_of
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.runs.labels import run_label
 from ui import nav, state
-from ui.corpus_view import kept_text, list_summary, pair_summary
 from ui.resources import device, run_store
 from ui.run_control import get_run
 from ui.run_picker import shown_run
@@ -46,7 +45,7 @@ def require_corpus(page: str, kind: str = "labelled") -> Corpus | PairCorpus | L
     if corpus is None:
         st.info("No corpus loaded yet — load one on the Corpus page.")
     elif corpus.kind != kind:
-        st.info(f"The {page} page needs {KIND_NAMES[kind]}; load one on the Corpus page.")
+        st.info(f"The {page} page needs {kind_of(kind).title}; load one on the Corpus page.")
     else:
         return corpus
     nav.link(nav.CORPUS)
@@ -67,14 +66,7 @@ def sidebar() -> None:
             st.markdown("**Corpus** · none loaded")
         else:
             st.markdown(f"**Corpus** · {literal(corpus.name)}")
-            if corpus.kind == "pairs":
-                st.caption(pair_summary(corpus))
-            elif corpus.kind == "lists":
-                st.caption(list_summary(corpus))
-            else:
-                used = len(corpus.train_texts) + len(corpus.test_texts)
-                st.caption(f"{kept_text(corpus.report.rows_kept, used, 'rows')} · {len(corpus.classes)} classes: "
-                           f"{_class_list(corpus.classes)}")
+            st.caption(kind_of(corpus).caption(corpus, literal))
         st.markdown(f"**Reference model** · {literal(model_label(model))}", help=literal(model))
         run_line()
         st.markdown(f"**Device** · {device()}")
@@ -97,6 +89,3 @@ def run_line() -> None:
         st.caption(f"Selected run `{selected}`: {where}")
 
 
-def _class_list(classes: list[str], limit: int = 6) -> str:
-    shown = ", ".join(map(literal, classes[:limit]))
-    return shown + (f", … (+{len(classes) - limit})" if len(classes) > limit else "")

@@ -12,7 +12,7 @@ import streamlit as st
 
 from core.data.content import persist_table
 from core.data.corpus import demo_corpus_path
-from core.data.kinds import column_settings
+from core.data.kinds import column_settings, kind_of
 from core.errors import UserError
 from core.jobs import launch, standby
 from core.runs.store import Run, RunStore
@@ -71,9 +71,10 @@ def corpus_fields() -> dict:
         raise UserError("No corpus is loaded yet; load one on the Corpus page first.")
     columns = column_settings(corpus)
     path = demo_corpus_path() if table.source == "demo" else persist_table(table.df, columns.values())
-    dropped = corpus.kind == "labelled" and corpus.report.duplicates_dropped > 0
+    options = kind_of(corpus).options  # a labelled corpus's duplicates, a list corpus's shape
+    dropped = "drop_duplicates" in options and corpus.report.duplicates_dropped > 0
     return {"corpus": str(path), **columns, "drop_duplicates": dropped, "drop_leaked": corpus.report.leaked_dropped > 0,
-            **({"list_shape": corpus.shape} if corpus.kind == "lists" else {})}
+            **({"list_shape": corpus.shape} if "list_shape" in options else {})}
 
 
 def corpus_name() -> str | None:

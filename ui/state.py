@@ -15,9 +15,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.data.corpus import Columns, Corpus, build_corpus, demo_corpus_path, detect_columns
-from core.data.lists import ListColumns, ListCorpus, build_lists
-from core.data.pairs import PairColumns, PairCorpus, build_pairs
+from core.data.corpus import Columns, Corpus, demo_corpus_path, detect_columns
+from core.data.kinds import KINDS
+from core.data.lists import ListColumns, ListCorpus
+from core.data.pairs import PairColumns, PairCorpus
 from core.data.table import read_pasted, read_table
 from core.models.loading import DEFAULT_MODEL, resolve_model
 from ui.feedback import progress_bar
@@ -85,16 +86,12 @@ def use_table(table: Table, columns: Columns | PairColumns | ListColumns, drop_d
     ss = st.session_state
     if ss.get(_CORPUS_KEY) == key:
         return False
+    kind = next(k for k in KINDS.values() if isinstance(columns, k.column_type))
+    options = {name: value for name, value in (("drop_duplicates", drop_duplicates), ("list_shape", list_shape))
+               if name in kind.options}
     with progress_bar(f"Validating {len(table.df):,} rows…") as bar:
-        if isinstance(columns, ListColumns):
-            built = build_lists(table.df, columns, name=table.name, warnings=list(table.warnings), shape=list_shape,
-                                drop_leaked=drop_leaked)
-        elif isinstance(columns, PairColumns):
-            built = build_pairs(table.df, columns, name=table.name, warnings=list(table.warnings),
-                                drop_leaked=drop_leaked)
-        else:
-            built = build_corpus(table.df, columns, name=table.name, drop_duplicates=drop_duplicates,
-                                 warnings=list(table.warnings), progress=bar, drop_leaked=drop_leaked)
+        built = kind.build(table.df, columns, name=table.name, warnings=list(table.warnings), drop_leaked=drop_leaked,
+                           progress=bar, **options)
     ss[_CORPUS], ss[_CORPUS_KEY], ss[_TABLE] = built, key, table
     return True
 

@@ -16,7 +16,7 @@ from core.runs.store import RunStore
 def cmd_evaluate(args) -> dict:
     """The reference evaluation of any corpus kind (core.evaluation.corpus_eval): P@k / S@k / kNN of labelled texts,
     STS Spearman of pairs, ordering of lists."""
-    from core.data.kinds import load_any
+    from core.data.kinds import KINDS, load_any
     from core.evaluation.corpus_eval import evaluate_corpus
     from core.evaluation.evaluate import EvalSettings
 
@@ -30,9 +30,9 @@ def cmd_evaluate(args) -> dict:
                       drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     warn_corpus(corpus)
     model = SavedModel(args.model, args.device)  # loaded only if a figure is not cached
-    labelled = kind == "labelled"
-    reference = model if not labelled or args.reference in (None, args.model) else SavedModel(args.reference,
-                                                                                            args.device)
+    judged = KINDS[kind].judged  # a reference model judges its figures (S@k)
+    reference = model if not judged or args.reference in (None, args.model) else SavedModel(args.reference,
+                                                                                          args.device)
     settings = EvalSettings(k=k, discount=discount, knn_metric=args.knn_metric or "euclidean")
     bars = TqdmPhases()
     try:
@@ -40,7 +40,7 @@ def cmd_evaluate(args) -> dict:
                                  model_name=args.model or "all-MiniLM-L6-v2")
     finally:
         bars.close()
-    if labelled:
+    if judged:
         result["reference"] = args.reference or result["model"]
         result["targets"] = corpus.target_split
         if result["k"] < k:  # the source pool is smaller than k: P@k / S@k were computed at the pool's size
@@ -65,7 +65,7 @@ def _warn_interval(result: dict) -> None:
     from core.data.pairs import FEW_SCORED_PAIRS
 
     n, value = result.get("n_pairs"), result.get("sts_spearman")
-    if result.get("kind") != "pairs" or value is None or n is None or n >= FEW_SCORED_PAIRS:
+    if value is None or n is None or n >= FEW_SCORED_PAIRS:  # n_pairs: a pair corpus's STS
         return
     print(f"warning: STS Spearman {value:.2f} is computed on only {n} {result['target_split']} pairs: its 95% "
           f"interval, {_interval_text(result.get('sts_spearman_ci'))}, is wide; {FEW_SCORED_PAIRS} or more pairs "
@@ -230,20 +230,35 @@ def cmd_compare(args) -> dict:
 
 
 def print_evaluate(r: dict) -> None:
-    if r["kind"] == "lists":
-        print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} "
-              f"{r['list_shape']} lists)")
-        print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%{_published_text(r, 'ordering_accuracy')}   "
-              f"Kendall tau {r['kendall_tau']:.3f}{_published_text(r, 'kendall_tau')}")
-        _print_intervals(r)
-        return
-    if r["kind"] == "pairs":
-        print(f"pair corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_pairs']} pairs)")
-        value = r["sts_spearman"]
-        print("no score column, so no STS Spearman" if value is None else
-              f"STS Spearman x100 {value:.2f} (95% CI {_interval_text(r.get('sts_spearman_ci'))})"
-              f"{_published_text(r, 'sts_spearman')}")
-        return
+    """An evaluation's figures as lines, by the corpus kind's printer: the three kinds here have their own, one
+    registered later (core.data.kinds) gets its headline figures with their intervals."""
+    PRINTERS.get(r["kind"], _print_figures)(r)
+
+
+def _print_lists(r: dict) -> None:
+    print(f"list corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_lists']} "
+          f"{r['list_shape']} lists)")
+    print(f"ordering accuracy {100 * r['ordering_accuracy']:.1f}%{_published_text(r, 'ordering_accuracy')}   "
+          f"Kendall tau {r['kendall_tau']:.3f}{_published_text(r, 'kendall_tau')}")
+    _print_intervals(r)
+
+
+def _print_pairs(r: dict) -> None:
+    print(f"pair corpus; model {r['model']}  (targets: {r['target_split']}, n={r['n_pairs']} pairs)")
+    value = r["sts_spearman"]
+    print("no score column, so no STS Spearman" if value is None else
+          f"STS Spearman x100 {value:.2f} (95% CI {_interval_text(r.get('sts_spearman_ci'))})"
+          f"{_published_text(r, 'sts_spearman')}")
+
+
+def _print_figures(r: dict) -> None:
+    print(f"{r['kind']} corpus; model {r['model']}  (targets: {r.get('target_split', 'test')})")
+    print("   ".join(f"{m.short.format(k=r.get('k', 'k'))} {m.text(r[m.key])}{_published_text(r, m.key)}"
+                     for m in HEADLINE if r.get(m.key) is not None))
+    _print_intervals(r)
+
+
+def _print_labelled(r: dict) -> None:
     print(f"model {r['model']}  (S judged by {r['reference']}; targets: {r['targets']}, n={r['n_queries']}, "
           f"pool={r['n_pool']})")
     print(f"P@{r['k']} {r['polarity']:.1f} (sd {r['polarity_sd']:.1f}){_published_text(r, 'polarity')}   "
@@ -253,6 +268,9 @@ def print_evaluate(r: dict) -> None:
           f"{_published_text(r, 'knn_accuracy', True)}   "
           f"linear probe {r.get('linear_accuracy', float('nan')):.3f}{_published_text(r, 'linear_accuracy', True)}")
     _print_intervals(r)
+
+
+PRINTERS = {"labelled": _print_labelled, "pairs": _print_pairs, "lists": _print_lists}
 
 
 def _print_intervals(r: dict) -> None:

@@ -73,7 +73,7 @@ def warn_corpus(corpus) -> None:
             print(f"warning: {what}; dropped from the {corpus.target_split} split (--drop-leaked).", file=sys.stderr)
         else:
             print(f"warning: {what}, so a model can score them by memory; --drop-leaked drops them.", file=sys.stderr)
-    sharing = corpus.sharing() if corpus.kind != "labelled" else ""
+    sharing = corpus.sharing()
     if sharing:
         others = report.shared - report.leaked
         scope = (f"only the {report.leaked:,} exact repeat{'s' if report.leaked > 1 else ''}, not the {others:,} "
@@ -95,20 +95,24 @@ def kind_of(args) -> str:
     return checked_kind(args.kind) or corpus_kind(args.corpus)
 
 
-# Flags that mean something for some corpus kinds only: given for another kind they would be accepted and ignored.
-FLAG_KINDS = {"--list-shape": ("lists",), "--k": ("labelled",), "--eval-k": ("labelled",),
-              "--discount": ("labelled",), "--knn-metric": ("labelled",), "--trade-off-only": ("labelled",)}
-FLAG_WHY = {"lists": "says what the order of a list file states", "labelled": "sets how P@k / S@k and kNN of a "
+# Flags that mean something for some corpus kinds only: the evaluation settings of a kind a reference judges (P@k,
+# S@k, kNN), a list file's shape. Given for another kind they would be accepted and ignored.
+FLAG_NEEDS = {"--list-shape": "list_shape", "--k": "judged", "--eval-k": "judged", "--discount": "judged",
+              "--knn-metric": "judged", "--trade-off-only": "judged"}
+FLAG_WHY = {"list_shape": "says what the order of a list file states", "judged": "sets how P@k / S@k and kNN of a "
             "labelled corpus are computed"}
 
 
 def refuse_flags(given: dict[str, object], kind: str, whose: str) -> None:
     """One line for a flag given (not None in `given`, flag -> value) that the corpus's kind would ignore; `whose`
     names the corpus and its kind ("data.csv is a pair corpus (...)")."""
+    from core.data.kinds import kind_of  # pandas: not imported where a command starts (`runs`, --help)
+
+    spec = kind_of(kind)
     for flag, value in given.items():
-        kinds = FLAG_KINDS[flag]
-        if value is not None and kind not in kinds:
-            raise UserError(f"{flag} {FLAG_WHY[kinds[0]]}; {whose}, so leave the flag out.")
+        need = FLAG_NEEDS[flag]
+        if value is not None and not (spec.judged if need == "judged" else need in spec.options):
+            raise UserError(f"{flag} {FLAG_WHY[need]}; {whose}, so leave the flag out.")
 
 
 def kind_words(args, kind: str) -> str:

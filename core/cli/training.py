@@ -278,7 +278,7 @@ def cmd_quick(args) -> dict:
 
     t0 = time.monotonic()
     kind = kind_of(args)
-    if kind != "labelled":
+    if kind not in get_recipe(QUICK_RECIPE).kinds:
         raise UserError(f"The quick margin point (the Trade-off page's margin slider) trains on a labelled corpus "
                         f"(text, label); {kind_words(args, kind)}: train one of its recipes with "
                         "`python -m core train`.")

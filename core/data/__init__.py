@@ -5,9 +5,10 @@
   ``read_table``, ``read_pasted``, ``clean_texts``, ``split_by_column``, ``leak_text``, ``ColumnError``.
 - ``corpus``: labelled corpora (detect the text and label columns, validation report, stratified split):
   ``load_corpus``, ``build_corpus``, ``Corpus``.
-- ``pairs``: pair corpora (text1, text2, score and / or NLI label): ``load_pairs``, ``PairCorpus``.
+- ``pairs``: pair corpora (text1, text2, score and / or NLI label), and the NLI lists of their premises:
+  ``load_pairs``, ``nli_lists``, ``PairCorpus``.
 - ``lists``: ranked lists (an anchor, then members from most to least related) from a list file, NLI pairs or a
-  labelled corpus: ``load_lists``, ``nli_lists``, ``neighbour_lists``, ``ListCorpus``.
+  labelled corpus: ``load_lists``, ``neighbour_lists``, ``ListCorpus``.
 - ``leakage``: target pairs and lists that repeat a training item or share a text with one (the labelled
   corpus counts its own): ``find_leaks``, ``drop_leaked_rows``.
 - ``content``: a table's content whatever its file format (per-column fingerprints; what differs between two),

@@ -19,41 +19,19 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from core.data.table import (
-    DEFAULT_MAX_BYTES,
-    HOLDOUT_FRACTION,
-    INT_RE,
-    LEAK_EXAMPLES,
-    MIN_ROWS,
-    SPLIT_NAMES,
-    SPLIT_SEED,
-    ColumnError,
-    check_target_values,
-    check_unique_names,
-    clean_labels,
-    clean_splits,
-    clean_texts,
-    dropped_rows,
-    few_targets_warning,
-    guess_label_column,
-    guess_text_column,
-    is_split_column,
-    known_columns,
-    leak_text,
-    long_texts,
-    missing_markers,
-    read_file,
-    resolve_column,
-    seeded_holdout,
-    split_by_column,
-    split_ratio,
-    undetected,
-)
+from core.data.lists import ListCorpus, neighbour_lists
+from core.data.table import (DEFAULT_MAX_BYTES, HOLDOUT_FRACTION, LEAK_EXAMPLES, MIN_ROWS, SPLIT_NAMES, SPLIT_SEED,
+                             ColumnError, check_target_values, check_unique_names, clean_labels, clean_splits,
+                             clean_texts, dropped_rows, guess_label_column, guess_text_column, is_split_column,
+                             kept_text, known_columns, leak_text, long_texts, missing_markers, read_file,
+                             resolve_column, seeded_holdout, sorted_classes, split_by_column, split_ratio,
+                             target_warnings, undetected)
 from core.errors import UserError, shorten
 from core.storage import ASSETS
 
 TEXT_NAMES = ("text", "sentence", "headline", "document", "content", "review", "question", "body",
               "message", "comment", "tweet", "utterance", "query", "passage", "abstract", "title")
+CLASSES_LISTED, CLASSES_SHOWN = 6, 12  # classes the sidebar and a model card name before a count of the rest
 LABEL_NAMES = ("label", "labels", "class", "category", "target", "is_sarcastic", "sentiment", "topic",
                "intent", "polarity", "emotion", "class_label", "coarse_label", "fine_label", "y")
 
@@ -121,6 +99,10 @@ class Corpus:
         n, target = self.report.leaked, self.target_split
         return (f"1 {target} text is also a training text" if n == 1 else
                 f"{n:,} {target} texts are also training texts")
+
+    def sharing(self) -> str:
+        """"" : a target text shares a text with the training texts only by being one (`leakage`), unlike a pair's."""
+        return ""
 
     def summary(self) -> dict:
         """JSON-ready description of the data, for model cards and the corpus page."""
@@ -242,8 +224,8 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
                             "dropping them would leave nothing to evaluate on; keep them or fix the split.")
         target = np.setdiff1d(target, leaked)
 
-    warnings += _target_warnings(label_arr[train], label_arr[target], target_split)
-    classes = _sorted_classes(set(label_arr))
+    warnings += target_warnings(label_arr[train], label_arr[target], target_split)
+    classes = sorted_classes(set(label_arr))
     code = {c: i for i, c in enumerate(classes)}
     codes = np.array([code[c] for c in label_arr], dtype=np.int64)
     text_list = texts.tolist()
@@ -261,21 +243,6 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
                     target_split=target_split, report=report)
     stage(len(BUILD_STAGES))
     return corpus
-
-
-def _target_warnings(train_labels: np.ndarray, target_labels: np.ndarray, target_split: str) -> list[str]:
-    """Target figures that cannot mean what they say: too few target texts, or target classes no training text has
-    (no neighbour can carry their label, so P@k is 0 and the kNN vote wrong for each of their texts)."""
-    out = [w] if (w := few_targets_warning(len(target_labels), f"{target_split} texts")) else []
-    unseen = sorted(set(target_labels.tolist()) - set(train_labels.tolist()), key=str)
-    if unseen:
-        n = int(np.isin(target_labels, unseen).sum())
-        named = ", ".join(shorten(str(c), 40) for c in unseen[:5]) + (", …" if len(unseen) > 5 else "")
-        out.append(f"{len(unseen)} {target_split} class{'es have' if len(unseen) > 1 else ' has'} no training text "
-                   f"({named}; {n:,} {target_split} text{'s' if n > 1 else ''}): no neighbour can carry "
-                   f"{'their labels' if len(unseen) > 1 else 'its label'}, so P@k and the kNN vote cannot be right "
-                   "for those texts; give the class training rows, or leave it out.")
-    return out
 
 
 def _duplicate_warnings(texts: pd.Series, labels: pd.Series) -> list[str]:
@@ -321,13 +288,6 @@ def _split_by_column(splits: np.ndarray, labels: np.ndarray, col: str,
     return split_by_column(splits, col, warnings, lambda train: _stratified(train, labels), "stratified")
 
 
-def _sorted_classes(classes: set[str]) -> list[str]:
-    """Numeric order when every label is an integer (2 before 10), otherwise alphabetical."""
-    if all(INT_RE.fullmatch(c) for c in classes):
-        return sorted(classes, key=int)
-    return sorted(classes)
-
-
 # ---------------------------------------------------------------- files
 
 
@@ -352,13 +312,14 @@ class LabelledKind:
     required = ("text", "label")
     options = ("drop_duplicates",)
     judged = True
+    mined = True
     column_type = Columns
+    figure_sets = {"labelled": ("A labelled corpus", ("polarity", "similarity", "knn_accuracy", "linear_accuracy"))}
 
     def recognises(self, names: list[str]) -> bool:
         return True  # asked last: its columns are found or picked once the table is read
 
-    def detect(self, df: pd.DataFrame) -> Columns:
-        return detect_columns(df)
+    detect = staticmethod(detect_columns)
 
     def build(self, df: pd.DataFrame, columns: Columns, name: str, warnings: list[str], drop_leaked: bool = False,
               progress: Stages | None = None, drop_duplicates: bool = False) -> Corpus:
@@ -374,14 +335,53 @@ class LabelledKind:
     def targets(self, corpus: Corpus) -> int:
         return len(corpus.test_texts)
 
+    def figures_key(self, corpus: Corpus) -> str:
+        return self.name
+
+    def cards(self, corpus: Corpus) -> list[tuple[str, object, str]]:
+        n_train, n_test = len(corpus.train_texts), len(corpus.test_texts)
+        return [("Texts", f"{n_train + n_test:,}", f"{n_train:,} train, {n_test:,} {corpus.target_split}"),
+                ("Classes", len(corpus.classes), ", ".join(corpus.classes))]
+
+    def caption(self, corpus: Corpus, code: Callable[[str], str]) -> str:
+        used = len(corpus.train_texts) + len(corpus.test_texts)
+        listed = _listed(corpus.classes, CLASSES_LISTED, code)
+        return f"{kept_text(corpus.report.rows_kept, used, 'rows')} · {len(corpus.classes)} classes: {listed}"
+
+    def summary_text(self, summary: dict, code: Callable[[str], str]) -> str:
+        target = summary.get("target_split", "test")
+        rows = f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
+        classes = [str(c) for c in summary.get("classes", [])]
+        n_classes = summary.get("n_classes", len(classes) or "?")
+        return f"{rows}, {n_classes} classes" + (f" ({_listed(classes, CLASSES_SHOWN, code)})" if classes else "")
+
     def texts(self, corpus: Corpus) -> list[str]:
         return corpus.train_texts + corpus.test_texts
 
     def evaluate(self, corpus: Corpus, scorer) -> dict:
         return scorer.retrieval(corpus)
 
+    def as_lists(self, corpus: Corpus, scorer, size: int, max_lists: int, seed: int, progress=None) -> ListCorpus:
+        """Neighbour lists of up to `max_lists` anchors of the train sample the evaluation encodes (as mining)."""
+        return neighbour_lists(corpus, scorer.reference, size, max_lists, seed, progress,
+                               train_rows=scorer.sample(corpus).train_rows)
+
+    def train_pairs(self, corpus: Corpus) -> None:
+        return None  # its pairs are mined from the labels (core.data.mining)
+
+    def export_texts(self, corpus: Corpus, scorer) -> tuple[list[list[str]], dict[str, list]]:
+        sets = scorer.sample(corpus)  # the train sample and the test split, encoded apart as the evaluation does
+        labels = [corpus.classes[i] for i in [*sets.train_labels, *corpus.test_labels]]
+        split = ["train"] * len(sets.train_rows) + [corpus.target_split] * len(corpus.test_texts)
+        return [sets.train_texts, list(corpus.test_texts)], {"label": labels, "split": split}
+
     def evaluation_texts(self, corpus: Corpus, scorer) -> list[list[str]]:
         return [scorer.train_sample(corpus), list(corpus.test_texts)]
+
+
+def _listed(classes: list[str], limit: int, code: Callable[[str], str]) -> str:
+    """The first `limit` class names, formatted by `code`, and how many more there are."""
+    return ", ".join(map(code, classes[:limit])) + (f", … (+{len(classes) - limit})" if len(classes) > limit else "")
 
 
 LABELLED = LabelledKind()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,7 +33,6 @@ from core.data.leakage import (
     drop_leaked_rows,
     find_leaks,
 )
-from core.data.pairs import PairCorpus, PairSplit
 from core.data.table import (
     DEFAULT_MAX_BYTES,
     LEAK_EXAMPLES,
@@ -152,6 +152,20 @@ class ListCorpus(LeakWords):
 
 
 # ---------------------------------------------------------------- list files
+
+
+def list_summary(corpus: ListCorpus) -> str:
+    """"N lists, sizes a–b, list file": what a list corpus holds and where its lists come from, in one line (a
+    list's size counts its anchor)."""
+    summary = corpus.summary()
+    sizes = size_range(*summary["list_size"])
+    return (f"{summary['lists_train'] + summary['lists_test']:,} lists, size{'s' if '–' in sizes else ''} {sizes}, "
+            f"{summary['source']}")
+
+
+def size_range(low: int, high: int) -> str:
+    """"4–6", or "5" when every list has the same size."""
+    return f"{low}" if low == high else f"{low}–{high}"
 
 
 def is_list_table(df: pd.DataFrame) -> bool:
@@ -322,45 +336,6 @@ def load_lists(path: str | Path, list_col: str | None = None, rank_col: str | No
 # ---------------------------------------------------------------- derived lists
 
 
-def nli_lists(pairs: PairCorpus, seed: int = 0) -> ListCorpus:
-    """Per premise: the premise, one entailment, one neutral and one contradiction hypothesis (the first of each in
-    file order), then a random hypothesis of another premise (seeded); premises lacking a label are skipped. Star
-    lists: only the premise's row has a known order."""
-    if pairs.columns.label is None:
-        raise UserError(f"{pairs.name} has no NLI label column, so its pairs give no list order; lists from pairs "
-                        "need entailment / neutral / contradiction labels.")
-    train, skipped_train = _premise_lists(pairs.train, seed)
-    test, skipped_test = _premise_lists(pairs.test, seed + 1)
-    if not len(test):
-        raise UserError(f"No premise of the {pairs.target_split} split has an entailment, a neutral and a "
-                        "contradiction hypothesis, so there are no lists to evaluate on.")
-    report = ListReport(source="NLI pairs", rows_read=len(pairs.train) + len(pairs.test),
-                        lists_kept=len(train) + len(test), skipped=skipped_train + skipped_test,
-                        split_source=pairs.report.split_source, warnings=list(pairs.report.warnings))
-    return ListCorpus(name=pairs.name, train=train, test=test, target_split=pairs.target_split, report=report,
-                      shape="star")
-
-
-def _premise_lists(split: PairSplit, seed: int) -> tuple[ListSplit, int]:
-    by_premise: dict[str, dict[int, str]] = {}
-    for premise, hypothesis, label in zip(split.text1, split.text2, split.labels.tolist()):
-        by_premise.setdefault(premise, {}).setdefault(int(label), hypothesis)
-    complete = [p for p, hyp in by_premise.items() if all(code in hyp for code in range(3))]
-    if len(by_premise) < 2:  # no other premise to draw the last member from
-        return ListSplit(ids=[], lists=[]), len(by_premise)
-    rng = np.random.default_rng(seed)
-    ids, lists = [], []
-    for i, premise in enumerate(complete):
-        row = int(rng.integers(len(split)))
-        while split.text1[row] == premise:  # a hypothesis of this very premise is redrawn
-            row = int(rng.integers(len(split)))
-        other = split.text2[row]
-        hyp = by_premise[premise]
-        ids.append(f"premise-{i}")
-        lists.append([premise, hyp[0], hyp[1], hyp[2], other])
-    return ListSplit(ids=ids, lists=lists), len(by_premise) - len(complete)
-
-
 def neighbour_lists(corpus, reference, size: int, max_lists: int, seed: int = 0, progress=None,
                     train_rows: np.ndarray | None = None) -> ListCorpus:
     """Lists from a labelled corpus (core.data.corpus.Corpus; its texts, labels and split are all that is read).
@@ -431,7 +406,9 @@ class ListKind:
     required = ("list_id", "rank", "text")
     options = ("list_shape",)
     judged = False
+    mined = False
     column_type = ListColumns
+    figure_sets = {"lists": ("A list corpus", ("ordering_accuracy", "kendall_tau"))}
 
     def recognises(self, names: list[str]) -> bool:
         return is_list_table(pd.DataFrame(columns=names))
@@ -454,11 +431,37 @@ class ListKind:
     def targets(self, corpus: ListCorpus) -> int:
         return len(corpus.test)
 
+    def figures_key(self, corpus: ListCorpus) -> str:
+        return self.name
+
+    def cards(self, corpus: ListCorpus) -> list[tuple[str, object, str]]:
+        return [("Lists", f"{len(corpus.train) + len(corpus.test):,}",
+                 f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}"),
+                ("Kind", self.name, list_summary(corpus))]
+
+    def caption(self, corpus: ListCorpus, code: Callable[[str], str]) -> str:
+        return list_summary(corpus)
+
+    def summary_text(self, summary: dict, code: Callable[[str], str]) -> str:
+        target = summary.get("target_split", "test")
+        shape = f" {summary['shape']}" if summary.get("shape") else ""  # summaries before list shapes lack it
+        return f"{summary['lists_train']} train{shape} lists, {summary['lists_test']} {target}{shape} lists"
+
     def texts(self, corpus: ListCorpus) -> list[str]:
         return [text for part in (corpus.train, corpus.test) for members in part.lists for text in members]
 
     def evaluate(self, corpus: ListCorpus, scorer) -> dict:
         return scorer.ordering(corpus)
+
+    def as_lists(self, corpus: ListCorpus, scorer, size: int, max_lists: int, seed: int, progress=None) -> ListCorpus:
+        return corpus
+
+    def train_pairs(self, corpus: ListCorpus) -> None:
+        return None
+
+    def export_texts(self, corpus: ListCorpus, scorer) -> tuple[list[list[str]], dict[str, list]]:
+        texts = scorer.list_texts(corpus)
+        return [texts], {"split": [corpus.target_split] * len(texts)}
 
     def evaluation_texts(self, corpus: ListCorpus, scorer) -> list[list[str]]:
         return [scorer.list_texts(corpus)]

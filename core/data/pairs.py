@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +26,7 @@ from core.data.leakage import (
     drop_leaked_rows,
     find_leaks,
 )
+from core.data.lists import ListCorpus, ListReport, ListSplit
 from core.data.table import (
     DEFAULT_MAX_BYTES,
     HOLDOUT_FRACTION,
@@ -40,6 +42,7 @@ from core.data.table import (
     clean_texts,
     dropped_rows,
     is_missing,
+    kept_text,
     leak_text,
     long_texts,
     names_by_lower,
@@ -152,6 +155,19 @@ class PairCorpus(LeakWords):
             "shared": self.report.shared,
             "fingerprint": self.fingerprint,
         }
+
+
+def pair_summary(corpus: PairCorpus) -> str:
+    """"N pairs, scores x–y, labels entailment n · ...": what a pair corpus holds, in one line; N is the pairs kept,
+    as the report's card counts them, with how many of them train or score where a split is left unused."""
+    summary = corpus.summary()
+    parts = [kept_text(corpus.report.rows_kept, summary["rows_train"] + summary["rows_test"], "pairs")]
+    if summary["score_range"] is not None:
+        low, high = summary["score_range"]
+        parts.append(f"scores {low:g}–{high:g}")
+    if summary["label_counts"] is not None:
+        parts.append("labels " + " · ".join(f"{word} {n:,}" for word, n in summary["label_counts"].items()))
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------- columns
@@ -422,6 +438,48 @@ def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple
     return split_by_column(splits, col, warnings, seeded_holdout, "random")
 
 
+# ---------------------------------------------------------------- lists from pairs
+
+
+def nli_lists(pairs: PairCorpus, seed: int = 0) -> ListCorpus:
+    """Per premise: the premise, one entailment, one neutral and one contradiction hypothesis (the first of each in
+    file order), then a random hypothesis of another premise (seeded); premises lacking a label are skipped. Star
+    lists: only the premise's row has a known order."""
+    if pairs.columns.label is None:
+        raise UserError(f"{pairs.name} has no NLI label column, so its pairs give no list order; lists from pairs "
+                        "need entailment / neutral / contradiction labels.")
+    train, skipped_train = _premise_lists(pairs.train, seed)
+    test, skipped_test = _premise_lists(pairs.test, seed + 1)
+    if not len(test):
+        raise UserError(f"No premise of the {pairs.target_split} split has an entailment, a neutral and a "
+                        "contradiction hypothesis, so there are no lists to evaluate on.")
+    report = ListReport(source="NLI pairs", rows_read=len(pairs.train) + len(pairs.test),
+                        lists_kept=len(train) + len(test), skipped=skipped_train + skipped_test,
+                        split_source=pairs.report.split_source, warnings=list(pairs.report.warnings))
+    return ListCorpus(name=pairs.name, train=train, test=test, target_split=pairs.target_split, report=report,
+                      shape="star")
+
+
+def _premise_lists(split: PairSplit, seed: int) -> tuple[ListSplit, int]:
+    by_premise: dict[str, dict[int, str]] = {}
+    for premise, hypothesis, label in zip(split.text1, split.text2, split.labels.tolist()):
+        by_premise.setdefault(premise, {}).setdefault(int(label), hypothesis)
+    complete = [p for p, hyp in by_premise.items() if all(code in hyp for code in range(3))]
+    if len(by_premise) < 2:  # no other premise to draw the last member from
+        return ListSplit(ids=[], lists=[]), len(by_premise)
+    rng = np.random.default_rng(seed)
+    ids, lists = [], []
+    for i, premise in enumerate(complete):
+        row = int(rng.integers(len(split)))
+        while split.text1[row] == premise:  # a hypothesis of this very premise is redrawn
+            row = int(rng.integers(len(split)))
+        other = split.text2[row]
+        hyp = by_premise[premise]
+        ids.append(f"premise-{i}")
+        lists.append([premise, hyp[0], hyp[1], hyp[2], other])
+    return ListSplit(ids=ids, lists=lists), len(by_premise) - len(complete)
+
+
 # ---------------------------------------------------------------- files
 
 
@@ -472,7 +530,10 @@ class PairKind:
     required = ("text1", "text2")
     options = ()
     judged = False
+    mined = False
     column_type = PairColumns
+    figure_sets = {"pairs": ("A pair corpus", ("sts_spearman",)),
+                   "unscored pairs": ("A pair corpus without a score column", ())}  # NLI labels only: no gold score
 
     def recognises(self, names: list[str]) -> bool:
         return is_pair_table(pd.DataFrame(columns=names))
@@ -495,11 +556,36 @@ class PairKind:
     def targets(self, corpus: PairCorpus) -> int:
         return len(corpus.test)
 
+    def figures_key(self, corpus: PairCorpus) -> str:
+        return "unscored pairs" if corpus.columns.score is None else self.name
+
+    def cards(self, corpus: PairCorpus) -> list[tuple[str, object, str]]:
+        return [("Pairs", f"{len(corpus.train) + len(corpus.test):,}",
+                 f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}"),
+                ("Kind", self.name, pair_summary(corpus))]
+
+    def caption(self, corpus: PairCorpus, code: Callable[[str], str]) -> str:
+        return pair_summary(corpus)
+
+    def summary_text(self, summary: dict, code: Callable[[str], str]) -> str:
+        target = summary.get("target_split", "test")
+        return f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
+
     def texts(self, corpus: PairCorpus) -> list[str]:
         return corpus.train.text1 + corpus.train.text2 + corpus.test.text1 + corpus.test.text2
 
     def evaluate(self, corpus: PairCorpus, scorer) -> dict:
         return scorer.sts(corpus)
+
+    def as_lists(self, corpus: PairCorpus, scorer, size: int, max_lists: int, seed: int, progress=None) -> ListCorpus:
+        return nli_lists(corpus, seed)
+
+    def train_pairs(self, corpus: PairCorpus) -> PairSplit:
+        return corpus.train
+
+    def export_texts(self, corpus: PairCorpus, scorer) -> tuple[list[list[str]], dict[str, list]]:
+        texts = scorer.pair_texts(corpus)  # the target texts, as the evaluation encodes them (unscored pairs too)
+        return [texts], {"split": [corpus.target_split] * len(texts)}
 
     def evaluation_texts(self, corpus: PairCorpus, scorer) -> list[list[str]]:
         return [scorer.pair_texts(corpus)] if corpus.columns.score is not None else []

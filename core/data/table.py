@@ -534,6 +534,34 @@ def reject_nested(series: pd.Series, col: str) -> None:
                         "row.")
 
 
+def kept_text(kept: int, used: int, unit: str) -> str:
+    """"9,840 pairs (9,345 in train and test)": the rows kept, as the report's card counts them, and how many of them
+    the train and target splits use where a split is left unused (a validation split beside a test split)."""
+    return f"{kept:,} {unit}" + (f" ({used:,} in train and test)" if used != kept else "")
+
+
+def sorted_classes(classes: set[str]) -> list[str]:
+    """Numeric order when every label is an integer (2 before 10), otherwise alphabetical."""
+    if all(INT_RE.fullmatch(c) for c in classes):
+        return sorted(classes, key=int)
+    return sorted(classes)
+
+
+def target_warnings(train_labels: np.ndarray, target_labels: np.ndarray, target_split: str) -> list[str]:
+    """Target figures that cannot mean what they say: too few target texts, or target classes no training text has
+    (no neighbour can carry their label, so P@k is 0 and the kNN vote wrong for each of their texts)."""
+    out = [w] if (w := few_targets_warning(len(target_labels), f"{target_split} texts")) else []
+    unseen = sorted(set(target_labels.tolist()) - set(train_labels.tolist()), key=str)
+    if unseen:
+        n = int(np.isin(target_labels, unseen).sum())
+        named = ", ".join(shorten(str(c), 40) for c in unseen[:5]) + (", …" if len(unseen) > 5 else "")
+        out.append(f"{len(unseen)} {target_split} class{'es have' if len(unseen) > 1 else ' has'} no training text "
+                   f"({named}; {n:,} {target_split} text{'s' if n > 1 else ''}): no neighbour can carry "
+                   f"{'their labels' if len(unseen) > 1 else 'its label'}, so P@k and the kNN vote cannot be right "
+                   "for those texts; give the class training rows, or leave it out.")
+    return out
+
+
 def split_ratio() -> str:
     held = round(HOLDOUT_FRACTION * 100)
     return f"{100 - held}:{held}"

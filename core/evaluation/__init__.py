@@ -30,6 +30,6 @@
   ``Difference``.
 - ``published``: reference figures from elsewhere ("published: 77.6 on this test set"), stored per corpus
   fingerprint in the home and drawn beside ours: ``published``, ``beside`` (the caveat of a P@k / S@k measured
-  another way), ``set_published``, ``remove_published``, ``Published``, ``KIND_METRICS``.
+  another way), ``set_published``, ``remove_published``, ``Published``, ``figure_sets``.
 - ``evaluator``: the same scoring as a sentence-transformers evaluator, run during training: ``TradeoffEvaluator``.
 """

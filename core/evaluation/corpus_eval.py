@@ -22,7 +22,7 @@ from core.data.kinds import kind_of
 from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.evaluation import items as per_item
-from core.evaluation.evaluate import EvalSettings, PhaseProgress, eval_sets, evaluate
+from core.evaluation.evaluate import EvalSets, EvalSettings, PhaseProgress, eval_sets, evaluate
 from core.evaluation.items import CONDITIONS, CONTENT_VERSION, ITEMS, ITEMS_OF, items_key
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
@@ -76,9 +76,13 @@ class Scorer:
         """Ordering accuracy and Kendall tau on a list corpus's target lists."""
         return evaluate_lists(self.model, lists, "", progress=self.report(TEXTS_OF.format("target lists")))
 
+    def sample(self, corpus) -> EvalSets:
+        """The train sample and targets a labelled corpus's evaluation encodes (the kNN and P@k pool's sample)."""
+        return eval_sets(corpus, self.settings)
+
     def train_sample(self, corpus) -> list[str]:
-        """The training texts a labelled corpus's evaluation encodes (the kNN and P@k pool's sample)."""
-        return eval_sets(corpus, self.settings).train_texts
+        """The training texts of `sample`."""
+        return self.sample(corpus).train_texts
 
     @staticmethod
     def pair_texts(pairs) -> list[str]:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.data.kinds import KINDS, kind_of
 from core.errors import UserError, os_error, shorten
 from core.evaluation.headline import DISCOUNTS, HEADLINE, Metric
 from core.storage import corpora_dir, write_atomic
@@ -45,13 +46,6 @@ UNITS = ("shown", "fraction")  # how a published value is given: as the cards sh
 RANGES = {"polarity": (0.0, 100.0), "similarity": (0.0, 100.0), "knn_accuracy": (0.0, 100.0),
           "linear_accuracy": (0.0, 100.0), "sts_spearman": (-100.0, 100.0), "ordering_accuracy": (0.0, 100.0),
           "kendall_tau": (-1.0, 1.0)}
-# The figures each corpus kind reports (core.evaluation.corpus_eval): the only ones a corpus of that kind can take.
-KIND_METRICS = {"labelled": ("polarity", "similarity", "knn_accuracy", "linear_accuracy"),
-                "pairs": ("sts_spearman",),
-                "lists": ("ordering_accuracy", "kendall_tau"),
-                "unscored pairs": ()}  # NLI labels only (figures_kind): no gold score, so no STS Spearman
-KIND_WORDS = {"labelled": "A labelled corpus", "pairs": "A pair corpus", "lists": "A list corpus",
-              "unscored pairs": "A pair corpus without a score column"}
 AT_K = tuple(m.key for m in HEADLINE if "{k}" in m.short)  # P@k, S@k: measured at a depth k with a rank discount
 K_MAX = 1000  # the deepest k a published figure may name: as deep as a run's eval_k goes (core.training.config)
 DISCOUNT_WORDS = {"linear": "linear discount", "none": "uniform weights"}  # DISCOUNTS as labels say them
@@ -177,12 +171,15 @@ def remove_published(fingerprint: str, key: object, warn: Warn | None = None) ->
     return removed
 
 
+def figure_sets() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The headline figures each corpus kind reports, the only ones a corpus of that kind can take: key -> (what
+    reports them, "A pair corpus"; the metric keys), a kind's name or another key of its own ("unscored pairs")."""
+    return {key: value for kind in KINDS.values() for key, value in kind.figure_sets.items()}
+
+
 def figures_kind(corpus) -> str:
-    """The key of KIND_METRICS for the figures this corpus reports: its kind, or "unscored pairs" for a pair corpus
-    without a score column, which reports no STS Spearman."""
-    if corpus.kind == "pairs" and corpus.columns.score is None:
-        return "unscored pairs"
-    return corpus.kind
+    """The key of figure_sets for the figures this corpus reports, as its kind tells it."""
+    return kind_of(corpus).figures_key(corpus)
 
 
 def checked_metric(key: object, kind: str | None = None) -> Metric:
@@ -190,9 +187,10 @@ def checked_metric(key: object, kind: str | None = None) -> Metric:
     if not isinstance(key, str) or key.strip() not in METRICS:
         raise UserError(f"There is no figure called {shorten(key)}; use one of {', '.join(METRICS)}.")
     metric = METRICS[key.strip()]
-    if kind in KIND_METRICS and metric.key not in KIND_METRICS[kind]:
-        reports = ", ".join(KIND_METRICS[kind]) or "no headline figure"
-        raise UserError(f"{KIND_WORDS[kind]} reports {reports}, not {metric.key}, so it takes no published "
+    words, keys = figure_sets().get(kind, (None, None))
+    if keys is not None and metric.key not in keys:
+        reports = ", ".join(keys) or "no headline figure"
+        raise UserError(f"{words} reports {reports}, not {metric.key}, so it takes no published "
                         f"{metric.short.format(k='k')}.")
     return metric
 

@@ -113,19 +113,11 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
     """Embeddings of the texts a run is evaluated on, from the cache when possible: a labelled corpus's test split
     and train sample (with labels), a pair corpus's target pairs' texts, a list corpus's target lists' members."""
     # Both import torch; the pages import this module for safe_name, so they load only when exporting.
-    from core.evaluation.evaluate import EvalSettings, eval_sets
-    from core.evaluation.ordering import list_texts
-    from core.evaluation.sts import pair_texts
+    from core.data.kinds import kind_of
+    from core.evaluation.corpus_eval import Scorer
     from core.models.encode import encode_cached
 
-    if corpus.kind == "labelled":
-        sets = eval_sets(corpus, EvalSettings())
-        parts = [sets.train_texts, list(corpus.test_texts)]  # encoded apart: the evaluation's cache entries
-        columns = {"label": [corpus.classes[i] for i in [*sets.train_labels, *corpus.test_labels]],
-                   "split": ["train"] * len(sets.train_rows) + [corpus.target_split] * len(corpus.test_texts)}
-    else:  # the target texts, as the evaluation encodes them (pairs without scores too: they are still the data)
-        parts = [pair_texts(corpus) if corpus.kind == "pairs" else list_texts(corpus.test)]
-        columns = {"split": [corpus.target_split] * len(parts[0])}
+    parts, columns = kind_of(corpus).export_texts(corpus, Scorer())  # each part one of the evaluation's entries
     texts = [text for part in parts for text in part]
     emb = np.concatenate([encode_cached(model, part, progress=progress) for part in parts]).astype(np.float32)
     meta = pd.DataFrame({"text": texts, **columns})

@@ -21,6 +21,8 @@ from pathlib import Path
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
 from core.data.content import given_file_name
+from core.data.corpus import CLASSES_SHOWN
+from core.data.kinds import kind_of
 from core.evaluation.headline import HEADLINE, Metric
 from core.evaluation.paired import change_texts
 from core.models.ata import ATAPooling
@@ -29,7 +31,6 @@ from core.training.eta import fmt_seconds
 from core.training.raoe import PAPER_BATCH, self_taught, teacher_names
 from core.training.recipes import get_recipe
 
-CLASSES_SHOWN = 12  # a corpus with more classes lists the first ones and a count
 CONFIG_FILE = "config.yaml"  # the config an export writes beside the card (core.runs.export), named in the card
 LEAK_UNITS = {"pairs": "pair", "lists": "list"}  # what a corpus of each kind counts as leaked; labelled: texts
 # How each headline figure's 95% interval is computed (core.evaluation.uncertainty), said under the card's table.
@@ -336,17 +337,7 @@ def _hub_id(model: str) -> bool:
 def _corpus_text(summary: dict) -> str:
     """What a corpus summary (core.data Corpus, PairCorpus or ListCorpus .summary()) holds, in a few words: its size
     and, for a labelled corpus, its classes."""
-    target = summary.get("target_split", "test")
-    if summary.get("kind") == "lists":
-        shape = f" {summary['shape']}" if summary.get("shape") else ""  # summaries before list shapes lack it
-        return f"{summary['lists_train']} train{shape} lists, {summary['lists_test']} {target}{shape} lists"
-    rows = f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
-    if summary.get("kind") == "pairs":
-        return rows
-    classes = [str(c) for c in summary.get("classes", [])]
-    shown = ", ".join(map(_code, classes[:CLASSES_SHOWN]))
-    more = f", … (+{len(classes) - CLASSES_SHOWN})" if len(classes) > CLASSES_SHOWN else ""
-    return f"{rows}, {summary.get('n_classes', len(classes) or '?')} classes" + (f" ({shown}{more})" if shown else "")
+    return kind_of(summary).summary_text(summary, _code)
 
 
 def _load_text(ata: bool) -> str:

@@ -15,12 +15,12 @@ Progress = Callable[[int, int], None]
 
 
 def mined_examples(cfg, corpus, reference, fmt: str, progress: Progress | None = None):
-    """Label-aware examples in format `fmt` (core.data.mining), subsampled deterministically to cfg.examples; on
-    a pair corpus, its scored train pairs."""
+    """Label-aware examples in format `fmt` (core.data.mining), subsampled deterministically to cfg.examples; on a
+    corpus whose kind holds train pairs (a pair corpus), those pairs scored."""
+    from core.data.kinds import kind_of
     from core.data.mining import MiningSettings
-    from core.data.pairs import PairCorpus
 
-    if isinstance(corpus, PairCorpus):
+    if kind_of(corpus).train_pairs(corpus) is not None:
         return scored_pairs(cfg, corpus, fmt)
 
     settings = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)

@@ -42,15 +42,11 @@ def as_lists(cfg, corpus, reference, progress: Progress | None = None):
     """The run's corpus as ranked lists: a list corpus as it is, NLI lists of a pair corpus, neighbour lists of a
     labelled corpus (up to cfg.examples anchors from the train sample the evaluation encodes); its shape is the
     list file's list_shape, star for the lists built here."""
-    from core.data.lists import neighbour_lists, nli_lists
-    from core.evaluation.evaluate import EvalSettings, eval_sets
+    from core.data.kinds import kind_of
+    from core.evaluation.corpus_eval import Scorer
 
-    if corpus.kind == "lists":
-        return corpus
-    if corpus.kind == "pairs":
-        return nli_lists(corpus, cfg.seed)
-    sample = eval_sets(corpus, EvalSettings()).train_rows  # as mining: the evaluation's cached train encodings
-    return neighbour_lists(corpus, reference, cfg.list_size, cfg.examples, cfg.seed, progress, train_rows=sample)
+    return kind_of(corpus).as_lists(corpus, Scorer(reference=reference), cfg.list_size, cfg.examples, cfg.seed,
+                                    progress)
 
 
 def targets_for(cfg, phi: np.ndarray, shape: str) -> np.ndarray:

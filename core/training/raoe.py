@@ -213,12 +213,12 @@ def ranked_pairs(cfg, corpus, reference, _fmt: str, progress: Progress | None = 
     import torch
     from datasets import Dataset
 
+    from core.data.kinds import kind_of
     from core.data.mining import MiningSettings
-    from core.data.pairs import PairCorpus
     from core.losses.raoe import gated_share
 
-    if isinstance(corpus, PairCorpus):
-        split = corpus.train
+    split = kind_of(corpus).train_pairs(corpus)  # a pair corpus's own; a labelled corpus's are mined
+    if split is not None:
         if len(split) == 0:
             raise UserError(f"{corpus.name} has no train pairs to learn from; give it a split column with 'train' "
                             "rows, or drop the split column to hold out 10%.")

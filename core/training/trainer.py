@@ -22,13 +22,12 @@ from sentence_transformers.sentence_transformer.modules import Pooling
 from transformers import PrinterCallback, TrainerCallback
 
 from core import collector
-from core.data.corpus import Corpus
-from core.data.kinds import load_any
+from core.data.kinds import kind_of, load_any
 from core.data.lists import ListCorpus
 from core.data.pairs import load_pairs
 from core.errors import Cancelled, UserError
 from core.evaluation.corpus_eval import evaluation_texts, evaluate_corpus
-from core.evaluation.evaluate import EvalSettings, eval_sets
+from core.evaluation.evaluate import EvalSettings
 from core.evaluation.evaluator import TradeoffEvaluator
 from core.models.ata import build_ata_model
 from core.models.loading import load_model, remember_fingerprint
@@ -296,8 +295,7 @@ def _top_layers(model, cfg: TrainConfig, corpus, settings: EvalSettings, dataset
     if not cfg.top_layers:
         return nullcontext()
     texts = [value for column in dataset.column_names for value in dataset[column] if isinstance(value, str)]
-    if isinstance(corpus, Corpus):
-        texts += eval_sets(corpus, settings).train_texts + list(corpus.test_texts)
+    texts += [text for part in evaluation_texts(corpus, settings) for text in part]
     reporter.progress(phase="caching the frozen layers' output", step=None, total=None, eta_s=None)
     return top_layers_view(model, cfg.top_layers, texts,
                            progress=lambda d, t: reporter.progress(phase="caching the frozen layers' output",
@@ -376,7 +374,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
     corpus = load_run_corpus(cfg)
     sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
     select = selection_pairs(cfg, sts)
-    if cfg.eval_every > 0 and corpus.kind != "labelled":
+    if cfg.eval_every > 0 and not kind_of(corpus).judged:  # the in-training evaluator scores P@k and S@k
         raise UserError("Evaluation during training (eval_every) is available for labelled corpora only; set it to 0.")
     model = load_model(cfg.model, _device(cfg))
     if (cfg.reference or cfg.model) == cfg.model:  # a copy in memory: as good as a second load, and quicker
