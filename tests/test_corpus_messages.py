@@ -171,18 +171,19 @@ def test_train_preview_shows_each_texts_label(app):
 
 
 def test_page_validates_a_table_under_a_progress_bar(app, monkeypatch):
-    """ui.state hands build_corpus the page's progress bar, so a 100k-row table's stages show while it validates."""
-    import ui.state
+    """ui.state hands build_corpus (through the labelled kind) the page's progress bar, so a 100k-row table's stages
+    show while it validates."""
+    import core.data.corpus
     from ui.feedback import ProgressBar
 
     seen = []
-    real = ui.state.build_corpus
+    real = core.data.corpus.build_corpus
 
     def spy(*args, progress=None, **kwargs):
         seen.append(progress)
         return real(*args, progress=progress, **kwargs)
 
-    monkeypatch.setattr(ui.state, "build_corpus", spy)
+    monkeypatch.setattr(core.data.corpus, "build_corpus", spy)
     at = paste_table(app, pd.DataFrame({"text": TEXTS, "label": ["ab"[i % 2] for i in range(N)]}).to_csv(index=False))
     no_errors(at)
     assert seen and all(isinstance(bar, ProgressBar) for bar in seen)

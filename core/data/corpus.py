@@ -307,7 +307,7 @@ class LabelledKind:
     recognise, its text and label columns found (detect_columns) or picked; judged by P@k and S@k (the reference
     model the judge), kNN and a linear probe."""
 
-    name, title, unit = "labelled", "a labelled corpus (text, label)", "texts"
+    name, title, item, unit = "labelled", "a labelled corpus (text, label)", "text", "texts"
     roles = {"text": "text_col", "label": "label_col", "split": "split_col"}
     required = ("text", "label")
     options = ("drop_duplicates",)

@@ -33,7 +33,8 @@ class CorpusKind(Protocol):
 
     name: str  # the corpus's `kind`, as run configs and results record it
     title: str  # "a labelled corpus (text, label)", in messages
-    unit: str  # what one target item is ("texts", "pairs", "lists"): the group its per-item arrays are matched by
+    item: str  # what one target item is, "pair": a model card counts leaked ones in it
+    unit: str  # the group its per-item arrays are matched by ("texts", "pairs", "lists")
     roles: dict[str, str]  # column role -> the run setting that names its column, in the pickers' order
     required: tuple[str, ...]  # the roles that must have a column
     options: tuple[str, ...]  # load settings it takes besides columns and drop_leaked ("drop_duplicates")

@@ -401,7 +401,7 @@ class ListKind:
     """Ranked lists as a corpus kind (core.data.kinds.CorpusKind): a table with list_id and rank columns, one row
     per member, rank 1 the anchor; judged by ordering accuracy and Kendall tau."""
 
-    name, title, unit = "lists", "a list corpus (list_id, rank, text)", "lists"
+    name, title, item, unit = "lists", "a list corpus (list_id, rank, text)", "list", "lists"
     roles = {"list_id": "list_col", "rank": "rank_col", "text": "text_col", "split": "split_col"}
     required = ("list_id", "rank", "text")
     options = ("list_shape",)

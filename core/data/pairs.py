@@ -524,7 +524,7 @@ class PairKind:
     """Sentence pairs as a corpus kind (core.data.kinds.CorpusKind): a table with text1 and text2 columns (or
     sentence1 and sentence2), a score and / or an NLI label per pair; judged by STS Spearman where it has scores."""
 
-    name, title, unit = "pairs", "a pair corpus (text1, text2, score or label)", "pairs"
+    name, title, item, unit = "pairs", "a pair corpus (text1, text2, score or label)", "pair", "pairs"
     roles = {"text1": "text1_col", "text2": "text2_col", "score": "score_col", "label": "label_col",
              "split": "split_col"}
     required = ("text1", "text2")

@@ -32,7 +32,6 @@ from core.training.raoe import PAPER_BATCH, self_taught, teacher_names
 from core.training.recipes import get_recipe
 
 CONFIG_FILE = "config.yaml"  # the config an export writes beside the card (core.runs.export), named in the card
-LEAK_UNITS = {"pairs": "pair", "lists": "list"}  # what a corpus of each kind counts as leaked; labelled: texts
 # How each headline figure's 95% interval is computed (core.evaluation.uncertainty), said under the card's table.
 _BOOTSTRAP, _WILSON = "P@k and S@k: bootstrap over the target texts", "accuracies: Wilson"
 INTERVAL_METHODS = {"polarity": _BOOTSTRAP, "similarity": _BOOTSTRAP, "knn_accuracy": _WILSON,
@@ -208,7 +207,7 @@ def _leakage_text(corpus: dict) -> str:
     leaked, dropped = corpus.get("leaked"), corpus.get("leaked_dropped") or 0
     if not isinstance(leaked, int) or isinstance(leaked, bool):
         return ""
-    unit, target = LEAK_UNITS.get(corpus.get("kind"), "text"), corpus.get("target_split", "test")
+    unit, target = kind_of(corpus).item, corpus.get("target_split", "test")
     if leaked == 0:
         return f"none: no {target} {unit} is also a training {unit}"
     gone = dropped >= leaked
