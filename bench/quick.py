@@ -19,10 +19,21 @@ import time
 from pathlib import Path
 
 from bench.common import Options, data_file, header, line, load_note, set_seeds
-from bench.margin import sst2_subset
 
 FIDELITY_MARGINS = (0.1, 5.0)
 STANDBY_WAIT_S = 120
+
+
+def sst2_subset(folder: Path) -> Path:
+    """--quick: 3,000 train rows (seeded) and the first 200 validation rows, written to a temp file."""
+    import pandas as pd
+
+    df = pd.read_csv(data_file("sst2.csv"))
+    train = df[df["split"] == "train"].sample(n=3000, random_state=0)
+    val = df[df["split"] == "validation"].head(200)
+    path = folder / "sst2_quick.csv"
+    pd.concat([train, val]).to_csv(path, index=False)
+    return path
 
 
 def _wait_for_standby(store) -> bool:
