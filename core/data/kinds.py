@@ -28,30 +28,34 @@ HEADER_BYTES = 64 * 1024
 
 class CorpusKind(Protocol):
     """One kind of corpus. A corpus object of this kind has `kind == name`, `name`, `fingerprint`, `target_split`,
-    `report` (rows_read, warnings, split_source, leaked, leaked_dropped, leaked_examples), `columns` (a dataclass
-    of role -> column name), `summary()` and `leakage()`."""
+    `columns` (a `column_type`, one field per role), `report` (rows_read, warnings, split_source, leaked,
+    leaked_dropped, leaked_examples), `summary()` (a dict, with "kind" unless it is the labelled one), `leakage()`
+    and `sharing()` (its leaked and shared items in words, "" for none). A kind no recipe trains on (`Recipe.kinds`)
+    need not define the training members at the end."""
 
     name: str  # the corpus's `kind`, as run configs and results record it
     title: str  # "a labelled corpus (text, label)", in messages
     item: str  # what one target item is, "pair": a model card counts leaked ones in it
-    unit: str  # the group its per-item arrays are matched by ("texts", "pairs", "lists")
+    unit: str  # the group its per-item arrays are matched by ("texts", "pairs", "lists": core.evaluation.items)
     roles: dict[str, str]  # column role -> the run setting that names its column, in the pickers' order
     required: tuple[str, ...]  # the roles that must have a column
-    options: tuple[str, ...]  # load settings it takes besides columns and drop_leaked ("drop_duplicates")
+    options: tuple[str, ...]  # load settings it takes besides its columns and drop_leaked ("drop_duplicates")
+    column_type: type  # the dataclass of its columns, one field per role
     judged: bool  # whether its figures depend on the reference model (S@k's judge) and the evaluation settings
+    figure_sets: dict[str, tuple[str, tuple[str, ...]]]  # key -> (who reports them, the headline metrics' keys)
 
     def recognises(self, names: list[str]) -> bool:
-        """Whether a table with these column names holds this kind (kinds are asked in KINDS' order)."""
+        """Whether a table with these column names holds this kind (kinds are asked last registered first)."""
 
-    def detect(self, df: pd.DataFrame, **columns: str | None) -> Any:
-        """The columns object for `df`: the named `columns` (role -> column) win, the rest are detected."""
+    def detect(self, df: pd.DataFrame) -> Any:
+        """Its columns in `df`, found by their names (a UserError names what is missing)."""
 
     def build(self, df: pd.DataFrame, columns: Any, name: str, warnings: list[str], drop_leaked: bool = False,
               progress: Callable[[str, int, int], None] | None = None, **options: Any) -> Any:
         """The corpus from a table and its columns, with its validation report."""
 
     def load(self, path: Path, settings: dict[str, str | None], drop_leaked: bool = False, **options: Any) -> Any:
-        """The corpus in `path`, its columns named by run settings (text_col, ...) or detected."""
+        """The corpus in `path`, its columns named by run settings (`roles`' values) or detected."""
 
     def targets(self, corpus: Any) -> int:
         """How many target items score a model."""
@@ -60,13 +64,37 @@ class CorpusKind(Protocol):
         """Every text the corpus holds, train and target, as the model reads them (for token counts)."""
 
     def evaluate(self, corpus: Any, scorer: Any) -> dict:
-        """What a model scores on the corpus: a result with `kind`, `model`, `target_split` and its figures."""
+        """What a model scores on the corpus: a result with `kind`, `target_split` and its figures, each headline
+        figure with the count its interval is over (n_queries, n_pairs, n_lists)."""
 
     def evaluation_texts(self, corpus: Any, scorer: Any) -> list[list[str]]:
         """The text lists `evaluate` encodes (each one cache entry)."""
 
-    def summary_text(self, summary: dict) -> str:
-        """A corpus summary (`summary()`, as a run stores it) in a few words, for model cards."""
+    def figures_key(self, corpus: Any) -> str:
+        """The key of `figure_sets` this corpus reports."""
+
+    def cards(self, corpus: Any) -> list[tuple[str, object, str]]:
+        """Two (label, value, help) cards that sum the corpus up (the Home page, a report)."""
+
+    def caption(self, corpus: Any, code: Callable[[str], str]) -> str:
+        """The corpus in one line (the sidebar), names formatted by `code`."""
+
+    def summary_text(self, summary: dict, code: Callable[[str], str]) -> str:
+        """A stored `summary()` in a few words (model cards), names formatted by `code`."""
+
+    # Training
+    mined: bool  # whether a recipe's examples are mined from its labels with the reference model (core.data.mining)
+
+    def train_pairs(self, corpus: Any) -> Any:
+        """Its own training pairs (a PairSplit) where it has them, else None (they are mined)."""
+
+    def as_lists(self, corpus: Any, scorer: Any, size: int, max_lists: int, seed: int,
+                 progress: Callable[[int, int], None] | None = None) -> Any:
+        """The corpus as ranked lists (a ListCorpus) for a list recipe."""
+
+    def export_texts(self, corpus: Any, scorer: Any) -> tuple[list[list[str]], dict[str, list]]:
+        """The text lists whose embeddings an export writes (each one of the evaluation's cache entries) and the
+        columns beside them (split, label)."""
 
 
 KINDS: dict[str, CorpusKind] = {}

@@ -62,7 +62,7 @@ class Scorer:
         result = evaluate(self.model, self.reference, corpus, settings, progress=self.progress, layers=self.layers)
         result["kind"] = "labelled"
         result[ITEMS_OF] = {"texts": items_key([corpus.classes[c] for c in corpus.test_labels], corpus.test_texts)}
-        sample = eval_sets(corpus, settings)
+        sample = self.sample(corpus)
         result[CONDITIONS] = {"k": result["k"], "discount": result["discount"], "knn_k": settings.knn_k,
                               "knn_metric": settings.knn_metric, "judge": model_fingerprint(self.reference),
                               "train": key_hash([sample.train_texts, [corpus.classes[c] for c in sample.train_labels]])}
