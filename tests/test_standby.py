@@ -208,3 +208,42 @@ def test_serve_refuses_to_run_with_warm_workers_turned_off(monkeypatch, capsys, 
     monkeypatch.setenv("CONTRASTLAB_STANDBY_S", "")
     assert standby.idle_s() == standby.DEFAULT_IDLE_S
 
+
+
+def _waiting(marker: dict[str, Path], wait_s: float) -> list:
+    """standby's wait for a run id in a thread: [] until it returns, then [its return]."""
+    import threading
+
+    out: list = []
+    threading.Thread(target=lambda: out.append(standby._wait_for_run(marker, wait_s)), daemon=True).start()
+    return out
+
+
+def test_a_standby_whose_home_was_removed_leaves_at_its_deadline(tmp_path):
+    """Issue 51: a standby on a temporary home that was then deleted found none of its markers at its deadline, so it
+    moved the deadline on by 10 s for ever, a 0.75 GB worker alive minutes later. It has been stopped, and leaves."""
+    import shutil
+
+    where = tmp_path / "home" / "standby"
+    where.mkdir(parents=True)
+    marker = {state: where / f"123.{state}" for state in (*standby.STATES, "run")}
+    marker["ready"].touch()
+    shutil.rmtree(tmp_path / "home")
+    out = _waiting(marker, 0.2)
+    _wait(lambda: out, 5, "the standby without a home to leave")
+    assert out == [None]
+
+
+@pytest.mark.parametrize("held", ["taken", "busy"])
+def test_a_standby_held_by_a_hand_over_waits_past_its_deadline_for_the_run(tmp_path, held):
+    where = tmp_path / "standby"
+    where.mkdir()
+    marker = {state: where / f"123.{state}" for state in (*standby.STATES, "run")}
+    marker[held].touch()
+    out = _waiting(marker, 0.1)
+    time.sleep(1.0)
+    assert out == []  # past its deadline, still waiting: the run id follows the hand-over
+    marker["taken"].touch()
+    marker["run"].write_text("run-1", encoding="utf-8")
+    _wait(lambda: out, 20, "the run id to be read")
+    assert out == ["run-1"] and marker["busy"].exists()

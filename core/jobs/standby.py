@@ -261,14 +261,16 @@ def _recorded_parent(marker: dict[str, Path]) -> int | None:
 
 
 def _retire(marker: dict[str, Path]) -> bool:
-    """Mark this standby gone unless a hand-over holds it (it is 'taken'); True when it may exit."""
+    """Mark this standby gone unless a hand-over or a run holds it (it is 'taken' or 'busy'); True when it may exit:
+    also when it finds no marker of its own at all, its marker or its whole home removed, since then it has been
+    stopped (waiting for one to come back kept a worker of 0.75 GB alive for ever)."""
     for state in ("ready", "warming"):
         try:
             marker[state].rename(marker["gone"])
             return True
         except FileNotFoundError:
             continue
-    return False
+    return not (marker["taken"].exists() or marker["busy"].exists())
 
 
 def stop_all(store: RunStore) -> list[int]:
