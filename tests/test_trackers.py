@@ -200,3 +200,96 @@ def test_report_to_is_where_a_run_is_reported_not_what_it_trained(tiny_model_dir
     ids = [store.create("train", {**base, "report_to": value}) for value in ("none", "mlflow")]
     assert differences([store.get(i) for i in ids]) == {i: "" for i in ids}
     assert TrainConfig(**base).report_to == "none"
+
+
+@pytest.fixture(autouse=True)
+def http_bounds_restored(monkeypatch):
+    """The MLflow request bounds that opening a tracker sets in this process (MLFLOW_HTTP) are taken back after each
+    test, so each starts without them as a fresh worker does."""
+    import os
+
+    for name in trackers.MLFLOW_HTTP:
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored as they were when the test ends
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def silent_server():
+    """A loopback HTTP 'server' that accepts every connection and never answers: its URI."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held, stop = [], threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def _train_run(store: RunStore, tiny_model_dir) -> str:
+    config = TrainConfig(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), report_to="mlflow")
+    return store.create("train", config.to_dict())
+
+
+def test_a_tracking_server_that_never_answers_fails_the_run_in_one_line(tiny_model_dir, monkeypatch, silent_server):
+    """Issue 51: such a server held a run at 'starting' for ten minutes (MLflow's 120 s a request, 7 retries). Its
+    requests are bounded (MLFLOW_HTTP, 5 s and 2 retries); here a 1 s timeout of the user's own wins, for speed."""
+    import time
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "1")
+    monkeypatch.setenv(trackers.MLFLOW_URI_ENV, silent_server)
+    store = RunStore()
+    run_id = _train_run(store, tiny_model_dir)
+    t0 = time.monotonic()
+    worker.execute(store, run_id, job=lambda ctx: pytest.fail("trained although its tracker never answered"))
+    run = store.get(run_id)
+    assert time.monotonic() - t0 < 30
+    assert run.status == "failed" and run.error.startswith(f"Could not report to mlflow at {silent_server} (")
+    assert "\n" not in run.error
+    import os
+
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "1"  # the user's own setting was kept
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == trackers.MLFLOW_HTTP["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+
+
+def test_a_cancel_ends_a_run_whose_tracker_never_answers(tiny_model_dir, monkeypatch, silent_server):
+    import threading
+    import time
+
+    monkeypatch.setenv(trackers.MLFLOW_URI_ENV, silent_server)
+    store = RunStore()
+    run_id = _train_run(store, tiny_model_dir)
+    ended = threading.Event()
+    threading.Thread(target=lambda: (worker.execute(store, run_id, job=lambda ctx: pytest.fail("trained")),
+                                     ended.set()), daemon=True).start()
+    time.sleep(1.0)
+    store.request_cancel(run_id)
+    assert ended.wait(10), "the cancel did not end the run while its tracker was opening"
+    assert store.get(run_id).status == "cancelled"
+
+
+@pytest.mark.parametrize("uri", ["sqlite:///", "sqlite://", "SQLite:///:memory:"])
+def test_an_in_memory_mlflow_store_is_refused(tiny_model_dir, monkeypatch, uri):
+    """Issue 51: MLFLOW_TRACKING_URI=sqlite:/// is SQLAlchemy's in-memory database: the run ended done and nothing
+    was kept anywhere."""
+    monkeypatch.setenv(trackers.MLFLOW_URI_ENV, uri)
+    store = RunStore()
+    run_id = _train_run(store, tiny_model_dir)
+    worker.execute(store, run_id, job=lambda ctx: pytest.fail("trained although nothing would be kept"))
+    run = store.get(run_id)
+    assert run.status == "failed"
+    assert "is an in-memory store, so nothing the run reports to it would be kept" in run.error

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from core.storage import remove_stale_temps
 if TYPE_CHECKING:
     from core.runs.trackers import Trackers
 
+CANCEL_POLL_S = 0.25  # how often a run waiting on its trackers' opening looks for a stop request
 JOBS: dict[str, str] = {
     "train": "core.training.trainer:run_job",
     "sweep": "core.jobs.sweep:run_job",
@@ -194,9 +196,7 @@ def execute(store: RunStore, run_id: str, pid: int | None = None,
         if store.cancel_requested(run_id):
             raise Cancelled()
         if run.kind == "train" and run.config.get("report_to", "none") != "none":
-            from core.runs.trackers import Trackers  # the trackers' libraries load only for a run that reports
-
-            ctx.trackers = Trackers(run, ctx.run_dir / LOG_NAME)
+            ctx.trackers = _open_trackers(store, run, ctx.run_dir / LOG_NAME)
         metrics = (job or _resolve(run.kind))(ctx)
         ctx.flush()
         if store.cancel_requested(run_id):  # the job returned early because it was asked to stop
@@ -226,6 +226,31 @@ def execute(store: RunStore, run_id: str, pid: int | None = None,
             store.mark_failed(run_id, _describe(exc))
     finally:
         ctx._discard_tmp()
+
+
+def _open_trackers(store: RunStore, run: Run, log: Path) -> Trackers:
+    """The run's trackers (core.runs.trackers.Trackers), opened in a thread while this one watches for a stop
+    request: a tracking server that accepts and never answers held a run at 'starting' for minutes, and a cancel
+    never took effect. Cancelled leaves the opening to its daemon thread, which ends with the process."""
+    from core.runs.trackers import Trackers  # the trackers' libraries load only for a run that reports
+
+    out: dict[str, Any] = {}
+
+    def open_them() -> None:
+        try:
+            out["trackers"] = Trackers(run, log)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the run's own thread
+            out["error"] = exc
+
+    opening = threading.Thread(target=open_them, name="open-trackers", daemon=True)
+    opening.start()
+    while opening.is_alive():
+        opening.join(CANCEL_POLL_S)
+        if opening.is_alive() and store.cancel_requested(run.id):
+            raise Cancelled()
+    if "error" in out:
+        raise out["error"]
+    return out["trackers"]
 
 
 def _log_to(path: Path) -> None:

@@ -29,6 +29,12 @@ from core.storage import home
 from core.training.config import portable
 
 MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
+# MLflow's HTTP requests bounded: its defaults (120 s a request, 7 retries backing off by a factor of 2) kept a run
+# silent for minutes before a server that accepts and never answers, or an unreachable one, failed it. With these a
+# request gives up within about 20 s; a user's own MLFLOW_HTTP_REQUEST_* settings win.
+MLFLOW_HTTP = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+IN_MEMORY = ("sqlite://", "sqlite:///", "sqlite:///:memory:", "sqlite://:memory:")  # stores nothing outlives
 STATUS = {"done": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}  # MLflow's words for how a run ended
 PARAM_CHARS = 6000  # MLflow's longest parameter value
 
@@ -45,6 +51,16 @@ def tensorboard_dir(run_id: str) -> Path:
 def mlflow_uri() -> str:
     """The lab's MLflow server (MLFLOW_TRACKING_URI) when set, else a SQLite file in the home."""
     return os.environ.get(MLFLOW_URI_ENV) or f"sqlite:///{(home() / 'mlflow.db').resolve()}"
+
+
+def checked_mlflow_uri() -> str:
+    """mlflow_uri(), refusing an in-memory SQLite store: a run reported to it ended done with nothing kept."""
+    uri = mlflow_uri()
+    if uri.strip().lower() in IN_MEMORY:
+        raise UserError(f"{MLFLOW_URI_ENV}={uri} is an in-memory store, so nothing the run reports to it would be "
+                        "kept; name a file (sqlite:///path/to/mlflow.db), a server, or unset it for "
+                        "<home>/mlflow.db.")
+    return uri
 
 
 def run_params(run: Run) -> dict[str, str]:
@@ -120,7 +136,9 @@ class MLflow:
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
-        self.client = MlflowClient(tracking_uri=mlflow_uri())
+        for name, value in MLFLOW_HTTP.items():
+            os.environ.setdefault(name, value)
+        self.client = MlflowClient(tracking_uri=checked_mlflow_uri())
         experiment = given_file_name(run.corpus_name, run.config.get("corpus") or "corpus")
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
