@@ -293,3 +293,21 @@ def test_an_in_memory_mlflow_store_is_refused(tiny_model_dir, monkeypatch, uri):
     run = store.get(run_id)
     assert run.status == "failed"
     assert "is an in-memory store, so nothing the run reports to it would be kept" in run.error
+
+
+def test_an_unreachable_tracking_server_fails_the_run_within_seconds(tiny_model_dir, monkeypatch):
+    """Issue 51: a closed port gave 250 s of silence (7 retries backing off by a factor of 2) before the failure line;
+    with MLFLOW_HTTP's bounds, about 3 s."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setenv(trackers.MLFLOW_URI_ENV, uri)
+    store = RunStore()
+    run_id = _train_run(store, tiny_model_dir)
+    t0 = time.monotonic()
+    worker.execute(store, run_id, job=lambda ctx: pytest.fail("trained although its tracker is unreachable"))
+    assert time.monotonic() - t0 < 20
+    assert store.get(run_id).error.startswith(f"Could not report to mlflow at {uri} (")
