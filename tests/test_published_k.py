@@ -121,6 +121,18 @@ def test_beside_gives_the_caveat_unless_k_and_discount_are_ours():
 # --- the CLI ---------------------------------------------------------------------------------------------
 
 
+def test_cli_keeps_every_figure_of_a_repeated_set(capsys):
+    """Issue 51: `published ... --set polarity=63.0 --set similarity=46.6` stored only S@16, the last one."""
+    corpus = str(demo_corpus_path())
+    assert main(["published", corpus, "--set", "polarity=63.0", "--set", "similarity=46.6", "--k", "16",
+                 "--discount", "linear", "--note", "Seed 000", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["set"] == ["P@16 63.0 (linear discount; Seed 000)", "S@16 46.6 (linear discount; Seed 000)"]
+    assert {key: f["value"] for key, f in listed["published"].items()} == {"polarity": 63.0, "similarity": 46.6}
+    assert main(["published", corpus, "--set", "polarity=63.0", "--set", "polarity=64", "--json"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --set names 'polarity' twice; give each figure once."
+
+
 def test_cli_sets_and_lists_a_figure_with_its_k_and_discount(capsys):
     corpus = str(demo_corpus_path())
     assert main(["published", corpus, "--set", "polarity=63.0", "--k", "16", "--discount", "none", "--note",
@@ -130,7 +142,7 @@ def test_cli_sets_and_lists_a_figure_with_its_k_and_discount(capsys):
     assert out[2] == "  P@16 63.0 (uniform weights; Seed 000)"
     assert main(["published", corpus, "--set", "similarity=46.6", "--k", "16", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert listed["set"] == "S@16 46.6 (discount not recorded)"
+    assert listed["set"] == ["S@16 46.6 (discount not recorded)"]
     assert listed["published"]["polarity"] == {"value": 63.0, "shown": "63.0", "note": "Seed 000", "k": 16,
                                                "discount": "none", "label": "P@16 63.0 (uniform weights; Seed 000)"}
     assert (listed["published"]["similarity"]["k"], listed["published"]["similarity"]["discount"]) == (16, None)

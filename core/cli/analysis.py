@@ -92,8 +92,8 @@ def _published_text(r: dict, key: str, share: bool = False) -> str:
 
 def cmd_published(args) -> dict:
     """The published figures stored with a corpus (core.evaluation.published), by its fingerprint: listed, or one
-    set (--set METRIC=VALUE in the shown unit, --note its source, --k and --discount where a P@k or S@k was
-    measured) or removed (--remove METRIC)."""
+    or several set (--set METRIC=VALUE in the shown unit, repeated for several; --note their source, --k and
+    --discount where a P@k or S@k was measured) or one removed (--remove METRIC)."""
     from core.data.kinds import load_any
     from core.evaluation.published import (
         AT_K,
@@ -117,24 +117,29 @@ def cmd_published(args) -> dict:
         raise UserError("--k and --discount say where a P@k or S@k you --set METRIC=VALUE was measured; give them "
                         "with --set.")
     kind = kind_of(args)  # from the header only
-    if args.set is not None:  # checked before the corpus is read: a bad value answers at once
-        if "=" not in args.set:
-            raise UserError(f"--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got {shorten(args.set)}.")
-        key, value = (part.strip() for part in args.set.split("=", 1))
+    figures_to_set: dict[str, str] = {}
+    for given in args.set or ():  # checked before the corpus is read: a bad value answers at once
+        if "=" not in given:
+            raise UserError(f"--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got {shorten(given)}.")
+        key, value = (part.strip() for part in given.split("=", 1))
+        if key in figures_to_set:
+            raise UserError(f"--set names {shorten(key)} twice; give each figure once.")
         checked_metric(key, kind)  # a metric the corpus never reports is refused before its value's unit is asked
         checked_value(key, value, args.unit)
         checked_note(args.note)
         checked_setting(key, args.k, args.discount)
-    elif args.remove is not None:
+        figures_to_set[key] = value
+    if args.remove is not None:
         checked_metric(args.remove)
     shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
     refuse_flags({"--list-shape": args.list_shape}, kind, kind_words(args, kind))
     corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
                       drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
     action = None
-    if args.set is not None:
-        action = {"set": set_published(corpus.fingerprint, key, value, args.note, kind=figures_kind(corpus),
-                                       warn=warn_line, k=args.k, discount=args.discount, unit=args.unit).label()}
+    if figures_to_set:
+        action = {"set": [set_published(corpus.fingerprint, key, value, args.note, kind=figures_kind(corpus),
+                                        warn=warn_line, k=args.k, discount=args.discount, unit=args.unit).label()
+                          for key, value in figures_to_set.items()]}
     elif args.remove is not None:
         action = {"removed": remove_published(corpus.fingerprint, args.remove, warn=warn_line).label()}
     figures = published(corpus.fingerprint, warn=warn_line)
@@ -281,9 +286,10 @@ def _print_intervals(r: dict) -> None:
 
 
 def print_published(r: dict) -> None:
-    for verb in ("set", "removed"):
-        if verb in r:
-            print(f"{'stored' if verb == 'set' else 'removed'}: {r[verb]}")
+    for label in r.get("set", []):
+        print(f"stored: {label}")
+    if "removed" in r:
+        print(f"removed: {r['removed']}")
     where = f"{r['corpus']} ({r['kind']}, fingerprint {r['fingerprint']})"
     if not r["published"]:
         print(f"no published figures for {where}; add one with --set METRIC=VALUE --note SOURCE")

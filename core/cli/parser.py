@@ -113,9 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "corpus (default: from the column names)")
     leak_arg(pb)
     pb.add_argument(LIST_SHAPE.flag, default=None, metavar="chain|star", help=LIST_SHAPE.help)
-    pb.add_argument("--set", metavar="METRIC=VALUE", help="store a figure in the unit the pages show it, e.g. "
-                    "sts_spearman=77.6, knn_accuracy=85.0 for 85%%; METRIC one of "
-                    f"{', '.join(m.key for m in HEADLINE)}")
+    pb.add_argument("--set", metavar="METRIC=VALUE", action="append", help="store a figure in the unit the pages "
+                    "show it, e.g. sts_spearman=77.6, knn_accuracy=85.0 for 85%%; METRIC one of "
+                    f"{', '.join(m.key for m in HEADLINE)}; repeat it to store several (--note, --unit, --k and "
+                    "--discount apply to each)")
     pb.add_argument("--unit", default=None, metavar="shown|fraction", help="with --set: how VALUE is given, as "
                     "the pages show it (shown) or as a fraction of 1 (fraction: 0.85 is stored as 85.0); needed for "
                     "a value between -1 and 1 of a figure the pages show x100 or in %%")
