@@ -97,6 +97,24 @@ def test_a_config_exported_on_one_home_trains_on_another(exported, contrastlab_h
     assert run.config["corpus"] == str(mine) and run.config["examples"] == 16
 
 
+def test_the_documented_re_run_from_the_folder_that_holds_both_files_stores_absolute_paths(
+        exported, contrastlab_home, tmp_path, monkeypatch, capsys, tiny_model_dir):
+    """Issue 51: `train --config config.yaml --corpus "emotion tweets.csv"`, run from the folder holding both files,
+    read the file and then failed in the worker ("Corpus file emotion tweets.csv does not exist"): the worker runs
+    in the repository's folder. Every path the call gives is made absolute before the run is queued."""
+    shutil.copy(exported["dir"] / CONFIG_FILE, tmp_path / "config.yaml")
+    reviews().to_csv(tmp_path / "emotion tweets.csv", index=False)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny").symlink_to(tiny_model_dir, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config", "config.yaml", "--corpus", "emotion tweets.csv", "--model", "models/tiny",
+                 "--json", "--foreground"]) == 0
+    run = RunStore().get(json.loads(capsys.readouterr().out)["run_id"])
+    assert run.status == "done"
+    assert run.config["corpus"] == str(tmp_path / "emotion tweets.csv")
+    assert Path(run.config["model"]).is_absolute() and Path(run.config["reference"]).is_absolute()
+
+
 @pytest.mark.parametrize(("change", "said"), [
     (lambda df: df.head(59), "it has 59 rows, not 60"),
     (lambda df: df.drop(columns="split"), "it lacks the column 'split'"),
@@ -218,3 +236,18 @@ def test_a_hostile_config_file_is_one_line_exit_2(suffix, body, said, tmp_path, 
     assert main(["train", "--config", str(path)]) == 2
     line = _one_error(capsys)
     assert str(path) in line and said in line, line
+
+
+def test_paths_a_run_reads_are_made_absolute_and_names_are_left_alone(tmp_path, monkeypatch):
+    from core.training.config import absolute_paths
+
+    (tmp_path / "models" / "teacher").mkdir(parents=True)
+    (tmp_path / "docs.csv").write_text("text\na\n")
+    monkeypatch.chdir(tmp_path)
+    config = {"corpus": "missing.csv", "documents": "docs.csv", "model": "all-MiniLM-L6-v2",
+              "reference": "models/teacher", "teacher": "models/teacher,reference", "recipe": "triplet"}
+    assert absolute_paths(config) == {
+        "corpus": "missing.csv",  # named as given, so the check that it is missing says what the user typed
+        "documents": str(tmp_path / "docs.csv"), "model": "all-MiniLM-L6-v2",
+        "reference": str(tmp_path / "models" / "teacher"),
+        "teacher": f"{tmp_path / 'models' / 'teacher'},reference", "recipe": "triplet"}

@@ -22,7 +22,8 @@ from core.models.loading import DEFAULT_MODEL, resolve_model
 from core.reproduce.report import table_text
 from core.runs.labels import knob_value
 from core.runs.store import PARENT_KINDS, RunStore
-from core.training.config import GENERAL, GENERAL_PARAMS, TrainConfig, corpus_options, for_recipe
+from core.training.config import (GENERAL, GENERAL_PARAMS, TrainConfig, absolute_path, absolute_paths, corpus_options,
+                                  for_recipe)
 from core.training.eta import fmt_seconds, phase_text, seconds_left
 from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import get_recipe, recipe_params
@@ -89,8 +90,9 @@ def train_config(args, overrides: dict | None = None) -> dict:
                                                                ("--eval-k", "eval_k"), ("--discount", "discount"),
                                                                ("--trade-off-only", "trade_off_only"))},
                  corpus.kind, f"{cfg.corpus} is {KINDS[corpus.kind].title}")
-    # the columns as detected, as the pages store them: runs compare column by column
-    return TrainConfig.from_dict({**cfg.to_dict(), **column_settings(corpus)}).to_dict()
+    # the columns as detected, as the pages store them: runs compare column by column; paths absolute, as checked
+    # from this folder (messages name them as given): the worker runs in another
+    return absolute_paths(TrainConfig.from_dict({**cfg.to_dict(), **column_settings(corpus)}).to_dict())
 
 
 def _config_file(args, given: dict, warn: bool = False) -> dict:
@@ -292,7 +294,7 @@ def cmd_quick(args) -> dict:
     base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": QUICK_RECIPE,
             "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device,
             "drop_leaked": args.drop_leaked}
-    config = quick_config({k: v for k, v in base.items() if v is not None}, margin, full=args.full)
+    config = quick_config(absolute_paths({k: v for k, v in base.items() if v is not None}), margin, full=args.full)
     _check_inputs(TrainConfig.from_dict(config))
     existing = find_quick(store, config)
     start = "existing run" if existing else "warm standby" if warm else "new worker"
@@ -346,7 +348,8 @@ def cmd_reproduce(args) -> dict:
     from core.reproduce.job import arms_of, reproduction_config
 
     store = RunStore()
-    run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, args.model,
+    model = absolute_path(args.model) if args.model else None  # the worker runs in another folder
+    run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, model,
                                                            lists_per_step=args.lists_per_step,
                                                            select_split=args.select_split))
     run = follow(store, run_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from core.evaluation.headline import DISCOUNTS
 from core.models.loading import DEFAULT_MODEL, check_device, layer_count
 from core.storage import ASSETS, corpora_dir
 from core.training.params import Param
+from core.training.raoe import TEACHER_WORDS
 from core.training.recipe import Recipe
 from core.training.recipes import get_recipe, recipe_params
 
@@ -264,6 +266,29 @@ def file_settings() -> tuple[str, ...]:
     documents)."""
     own = [name for name, owners in recipe_params().items() if any(param.file for _r, param in owners)]
     return ("corpus", "sts_corpus", *own)
+
+
+def absolute_path(value: str) -> str:
+    """`value` made absolute where it names a file or folder from this process's folder, else as it is (a packaged
+    model's name, a hub id, a file that is missing, which the checks then name as the user gave it)."""
+    path = Path(value).expanduser()
+    return os.path.abspath(path) if value and path.exists() else value
+
+
+def absolute_paths(config: dict) -> dict:
+    """The config with every path it gives (its files, model, reference and teacher folders) made absolute from this
+    process's folder: a run executes in a worker whose folder is the repository's, where 'emotion tweets.csv' or
+    'models/mpnet', given from the folder that holds them, name nothing."""
+    out = dict(config)
+    for name in (*file_settings(), "model", "reference"):
+        if isinstance(out.get(name), str):
+            out[name] = absolute_path(out[name])
+    teacher = out.get("teacher")
+    if isinstance(teacher, str) and teacher:
+        whole = absolute_path(teacher)  # a folder whose name holds a comma, else each of a comma list
+        out["teacher"] = whole if whole != teacher else ",".join(
+            name if name in TEACHER_WORDS else absolute_path(name) for name in teacher.split(","))
+    return out
 
 
 def corpus_options(config: dict) -> dict:

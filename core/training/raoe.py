@@ -99,10 +99,13 @@ def check_teacher(value: str) -> str:
     return ",".join(names)
 
 
+TEACHER_WORDS = ("reference", "score")  # teacher settings that name no model: the reference's cosine, the gold score
+
+
 def _identity(name: str) -> str:
     """What a teacher name stands for: the model folder it resolves to, symbolic links and relative paths followed
     (so two spellings of one folder are one teacher), else the name itself ('reference', 'score', a hub id)."""
-    if name in ("reference", "score"):
+    if name in TEACHER_WORDS:
         return name
     from core.models.loading import resolve_model
 
