@@ -128,3 +128,20 @@ def test_a_pair_run_trains_and_exports_the_target_pairs_embeddings(tiny_model_di
     assert main(["runs"]) == 0  # the list names a pair run's figure, as P and S for a labelled run
     listed = capsys.readouterr().out
     assert f"STS Spearman {result['after']['sts_spearman']:.1f}" in listed
+
+
+def test_pairs_the_model_reads_alike_tie_instead_of_being_ranked_by_float_noise(tiny_model):
+    """Issue 51: pairs whose texts differ only in case had cosines 0.9999999 to 1.0000002, ranked by that noise
+    (41.42 against 41.80 with them tied). Cosines are rounded to 6 decimals before ranking."""
+    from core.evaluation.sts import pair_cosines
+
+    df = pair_table()
+    alike = [0, 3, 7, 12, 20, 25]  # target pairs whose second text is the first in capitals
+    for i in alike:
+        df.loc[10 + i, "text2"] = df.loc[10 + i, "text1"].upper()
+    corpus = pairs_of(df)
+    cosine = pair_cosines(tiny_model, corpus)
+    assert np.allclose(cosine[alike], 1.0, atol=1e-6) and len(set(cosine[alike].tolist())) == 1
+    assert np.array_equal(cosine, np.round(cosine, 6))
+    expected = 100 * spearmanr(corpus.test.scores, cosine).statistic  # ties share their mean rank
+    assert sts_spearman(tiny_model, corpus) == pytest.approx(expected, abs=1e-9)

@@ -34,7 +34,7 @@ from core.storage import cached_json, key_hash, result_entry
 
 # A phase that encodes the distinct texts of pairs or lists counts texts, not pairs (5,001 texts for 4,906 pairs).
 TEXTS_OF = "encoding the {}' distinct texts"
-RESULT_VERSION = 5  # part of the result cache's key: raise it when what an evaluation returns changes
+RESULT_VERSION = 6  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
 class Scorer:
