@@ -145,3 +145,16 @@ def test_pairs_the_model_reads_alike_tie_instead_of_being_ranked_by_float_noise(
     assert np.array_equal(cosine, np.round(cosine, 6))
     expected = 100 * spearmanr(corpus.test.scores, cosine).statistic  # ties share their mean rank
     assert sts_spearman(tiny_model, corpus) == pytest.approx(expected, abs=1e-9)
+
+
+def test_an_sts_corpus_beside_the_run_s_own_pairs_reports_its_own_pair_count(tiny_model):
+    """Issue 51: a listmle run on NLI pairs (120 test pairs, no scores) with --sts-corpus (150 scored pairs) reported
+    n_pairs 120 beside an STS Spearman and interval over the 150. Each figure carries its own n."""
+    from core.evaluation.corpus_eval import evaluate_corpus
+    from core.evaluation.uncertainty import spearman_ci
+
+    nli = pair_table(n_test=12).drop(columns="score").assign(label=(["entailment", "neutral", "contradiction"] * 8)[:22])
+    sts = pairs_of(pair_table(n_test=30))
+    result = evaluate_corpus(tiny_model, tiny_model, pairs_of(nli), sts=sts)
+    assert result["n_pairs"] == 30 and result["sts_spearman"] is not None
+    assert result["sts_spearman_ci"] == pytest.approx(list(spearman_ci(result["sts_spearman"], 30)), abs=1e-9)

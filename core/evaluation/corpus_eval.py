@@ -34,7 +34,7 @@ from core.storage import cached_json, key_hash, result_entry
 
 # A phase that encodes the distinct texts of pairs or lists counts texts, not pairs (5,001 texts for 4,906 pairs).
 TEXTS_OF = "encoding the {}' distinct texts"
-RESULT_VERSION = 6  # part of the result cache's key: raise it when what an evaluation returns changes
+RESULT_VERSION = 7  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
 class Scorer:
@@ -113,15 +113,15 @@ def _compute(model, reference, corpus, settings: EvalSettings, progress: PhasePr
     parts = []
     if lists is not None and lists is not corpus:
         parts.append(ordering_metrics(model, lists, progress=scorer.report(TEXTS_OF.format("target lists"))))
-    if sts is not None:
-        parts.append(sts_scored(model, sts, progress=scorer.report(TEXTS_OF.format("STS pairs"))))
+    if sts is not None:  # its STS Spearman, over its own target pairs: n_pairs counts those, not the corpus's
+        parts.append({**sts_scored(model, sts, progress=scorer.report(TEXTS_OF.format("STS pairs"))),
+                      "n_pairs": len(sts.test)})
     for part in parts:  # their per-item arrays join the corpus's own
         items, of = part.pop(ITEMS, {}), part.pop(ITEMS_OF, {})
         result.update(part)
         result.setdefault(ITEMS, {}).update(items)
         result.setdefault(ITEMS_OF, {}).update(of)
-    sts_pairs = len(sts.test) if sts is not None else result.get("n_pairs", 0)  # the pairs STS Spearman is over
-    return with_intervals(result, sts_pairs)
+    return with_intervals(result, result.get("n_pairs", 0))  # the pairs STS Spearman is over
 
 
 def with_intervals(result: dict, sts_pairs: int) -> dict:
