@@ -332,6 +332,19 @@ def test_a_data_file_too_small_for_the_bands_is_refused_before_a_run(tmp_path, t
     assert RunStore().list() == []
 
 
+def test_a_data_file_without_the_split_its_figures_are_named_after_is_refused(tmp_path, tiny_model_dir, capsys):
+    """Issue 51: `reproduce margins` on an sst2.csv without a split column labelled figures from a 10 % hold-out of
+    training rows "SST-2 validation", without a word."""
+    rows = [{"sentence": f"a {'good' if i % 2 else 'bad'} film, number {i}", "label": i % 2} for i in range(200)]
+    pd.DataFrame(rows).to_csv(tmp_path / "sst2.csv", index=False)
+    assert main(["reproduce", "margins", "--quick", "--data", str(tmp_path), "--model", str(tiny_model_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: reproduce margins scores its arms on the validation rows of sst2.csv (text, label, split "
+                   "with train and validation rows), but this file's targets are holdout rows (stratified 90:10, seed "
+                   "0), which its figures would be named after; give sst2.csv a split column with validation rows.")
+    assert RunStore().list() == []
+
+
 def test_data_given_as_a_file_says_to_give_its_folder(stsb_dir, tiny_model_dir, capsys):
     assert main(["reproduce", "raoe", "--quick", "--data", str(stsb_dir / "stsb.csv")]) == 2
     err = capsys.readouterr().err.strip()

@@ -39,4 +39,5 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
 EXPERIMENT = Experiment(
     name="ata", title="ATA pooling", paper="seed 004: ATA pooling beats mean pooling by 0.46 (65.87 vs 65.41, "
     "MTEB-56 average, Mistral-7B); here the same comparison on STS-B",
-    sources=(Source("stsb.csv", "text1, text2, score, split with train and test rows"),), arms=arms, rows=rows)
+    sources=(Source("stsb.csv", "text1, text2, score, split with train and test rows", targets="test"),),
+    arms=arms, rows=rows)

@@ -21,11 +21,13 @@ from core.errors import UserError
 @dataclass(frozen=True)
 class Source:
     """A file of the data folder an experiment reads, and what it must hold (for the help and the error);
-    `full_only`: only the full run's arms read it, so a --quick run does not ask for it."""
+    `full_only`: only the full run's arms read it, so a --quick run does not ask for it; `targets`: the split whose
+    rows its rows are named after ("SST-2 validation"), which an arm training on it must score, not a hold-out."""
 
     file: str
     holds: str
     full_only: bool = False
+    targets: str | None = None
 
     @property
     def described(self) -> str:

@@ -53,16 +53,21 @@ def _check_data(experiment, arms: list[Arm]) -> None:
         if key in checked:
             continue
         checked.add(key)
+        file = Path(arm.config["corpus"]).name
+        source = next((s for s in experiment.sources if s.file == file), None)
         try:
             corpus = load_any(arm.config["corpus"], **corpus_options(arm.config))
             get_recipe(arm.config["recipe"]).check_corpus(TrainConfig.from_dict(arm.config), corpus)
         except UserError as exc:
             reason = re.sub(FLAG_ADVICE, "", str(exc)).rstrip(". ")
-            file = Path(arm.config["corpus"]).name
-            wanted = {source.file: source.described for source in experiment.sources}.get(file)
             raise UserError(f"reproduce {experiment.name} cannot use {arm.config['corpus']} for its arm "
-                            f"'{arm.label}': {reason}" + (f"; it reads {file} as {wanted}." if wanted else ".")
-                            ) from exc
+                            f"'{arm.label}': {reason}"
+                            + (f"; it reads {file} as {source.described}." if source else ".")) from exc
+        if source is not None and source.targets and corpus.target_split != source.targets:
+            raise UserError(f"reproduce {experiment.name} scores its arms on the {source.targets} rows of {file} "
+                            f"({source.holds}), but this file's targets are {corpus.target_split} rows "
+                            f"({corpus.report.split_source}), which its figures would be named after; give {file} "
+                            f"a split column with {source.targets} rows.")
 
 
 def _taking(option: str) -> list:

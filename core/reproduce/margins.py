@@ -63,4 +63,5 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
 EXPERIMENT = Experiment(
     name="margins", title="Margins: polarity vs similarity", paper="seed 000: smaller TripletLoss margins keep more "
     "semantic similarity (S@16) at about the same polarity (P@16) on SST-2",
-    sources=(Source("sst2.csv", "text, label, split with train and validation rows"),), arms=arms, rows=rows)
+    sources=(Source("sst2.csv", "text, label, split with train and validation rows", targets="validation"),),
+    arms=arms, rows=rows)

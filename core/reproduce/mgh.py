@@ -41,4 +41,4 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
 EXPERIMENT = Experiment(
     name="mgh", title="Hard negatives with a curriculum", paper="seed 004: a coarse-to-fine curriculum of hard "
     "negative bands beats random, reverse and fixed orders (a figure, no numbers)",
-    sources=(Source("trec.csv", "text, label, split with train and test rows"),), arms=arms, rows=rows)
+    sources=(Source("trec.csv", "text, label, split with train and test rows", targets="test"),), arms=arms, rows=rows)

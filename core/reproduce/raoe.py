@@ -115,7 +115,7 @@ EXPERIMENT = Experiment(
     name="raoe", title="RAOE: rank and angle on STS-B", paper="seed 001: STS-B Spearman CoSENT 78.99 < AnglE 85.64 "
     "< RAOE 87.59, and 88.55 after stage 2 (BERT-base); ablations (average of 7 STS tasks): full 85.11, L_rank only "
     "84.31, L_angle only 84.02, gate on scores only 84.30, gate on labels only 76.79",
-    sources=(Source("stsb.csv", "text1, text2, score, split with train and test rows"),
+    sources=(Source("stsb.csv", "text1, text2, score, split with train and test rows", targets="test"),
              Source("snli.csv", "text1, text2, label (entailment / neutral / contradiction), split; stage 1 trains "
                     "on its validation rows", full_only=True)),
     arms=arms, rows=rows)
