@@ -251,3 +251,18 @@ def test_paths_a_run_reads_are_made_absolute_and_names_are_left_alone(tmp_path, 
         "documents": str(tmp_path / "docs.csv"), "model": "all-MiniLM-L6-v2",
         "reference": str(tmp_path / "models" / "teacher"),
         "teacher": f"{tmp_path / 'models' / 'teacher'},reference", "recipe": "triplet"}
+
+
+def test_a_config_of_settings_alone_trains_on_the_corpus_given_beside_it(tmp_path, tiny_model_dir, capsys):
+    """Issue 51: a config without a corpus, given --corpus FILE, said "The config needs a 'corpus' path"."""
+    config = tmp_path / "settings.yaml"
+    config.write_text("recipe: triplet\nmargin: 0.2\nexamples: 16\nbatch_size: 8\ndevice: cpu\n")
+    assert main(["train", "--config", str(config), "--model", str(tiny_model_dir), "--json"]) == 2
+    assert _one_error(capsys).endswith("The config needs a 'corpus' path; add one, or give the corpus file on the "
+                                       "command line: python -m core train PATH --config FILE.")
+    from core.data.corpus import demo_corpus_path
+
+    assert main(["train", "--config", str(config), "--corpus", str(demo_corpus_path()), "--model",
+                 str(tiny_model_dir), "--json", "--foreground"]) == 0
+    run = RunStore().get(json.loads(capsys.readouterr().out)["run_id"])
+    assert run.status == "done" and run.config["margin"] == 0.2 and run.config["corpus"] == str(demo_corpus_path())

@@ -85,7 +85,7 @@ def test_a_raoe_run_on_a_pair_corpus_reports_sts_before_and_after(tmp_path, tiny
     (["--recipe", "raoe", "--teacher", "no/such/model"], "Could not find model 'no/such/model'"),
     (["--recipe", "raoe_angle", "--interval", "3"], "interval is not a setting of raoe_angle"),
     (["--recipe", "raoe", "--tau", "inf"], "tau must be a finite number"),
-    (["--recipe", "raoe", "--teacher", ""], "teacher must be text"),
+    (["--recipe", "raoe", "--teacher", ""], "teacher is empty; give a value, or leave the setting out"),
 ])
 def test_what_cannot_train_on_a_pair_corpus_exits_2_with_one_line_and_no_run(tmp_path, args, message, capsys):
     assert main(["train", str(pair_file(tmp_path)), *args]) == 2

@@ -101,3 +101,23 @@ def test_runs_on_two_uploads_are_told_apart_by_the_names_the_user_gave_them(tmp_
            for df, name in zip(frames, ("sts-full.csv", "sts-head.csv"))]
     differ = differences([store.get(i) for i in ids])
     assert [differ[i] for i in ids] == ["corpus sts-full.csv", "corpus sts-head.csv"]
+
+
+def test_runs_names_each_run_s_knob_by_its_recipe_s_name_for_it(contrastlab_home, capsys):
+    """Issue 51: `runs` showed a listmle run's w under the name "margin"."""
+    import json
+
+    from core.cli import main
+    from core.runs.store import RunStore
+
+    store = RunStore()
+    store.create("train", {"recipe": "listmle", "w": 0.7, "corpus": "c.csv"})
+    store.create("train", {"recipe": "cosent", "margin": 20.0, "corpus": "c.csv"})
+    assert main(["runs", "--json"]) == 0
+    runs = {r["recipe"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert (runs["listmle"]["knob"], runs["listmle"]["knob_value"]) == ("nudge weight w", 0.7)
+    assert (runs["cosent"]["knob"], runs["cosent"]["knob_value"]) == ("scale", 20.0)
+    assert "margin" not in runs["listmle"]
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    assert "nudge weight w 0.7" in out and "scale 20.0" in out and "margin" not in out

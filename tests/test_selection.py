@@ -207,7 +207,7 @@ def test_the_last_step_kept_needs_no_copy_and_every_0_scores_five_times(monkeypa
     ({"select_split": "validation"}, ["select_split", "sts_corpus"]),
     ({"select_split": "test", "sts_corpus": "s.csv"}, ["select_split cannot be test", "optimistic"]),
     ({"select_split": " TEST ", "sts_corpus": "s.csv"}, ["select_split cannot be test"]),
-    ({"select_split": "   ", "sts_corpus": "s.csv"}, ["select_split must be text"]),
+    ({"select_split": "   ", "sts_corpus": "s.csv"}, ["select_split is empty; give a value"]),
     ({"select_every": 3}, ["select_every", "select_split"]),
     ({"select_every": -1, "select_split": "validation", "sts_corpus": "s.csv"}, ["select_every must be a whole"]),
     ({"select_every": 2.5, "select_split": "validation", "sts_corpus": "s.csv"}, ["select_every must be a whole"]),
@@ -293,3 +293,16 @@ def test_the_card_says_which_checkpoint_was_kept_and_why(wrecked, learning):
             "selecting a checkpoint is our assumption") in contrastlab_card_section(cfg, picked)
     plain = {k: v for k, v in result.items() if k != "selection"}
     assert "Checkpoint" not in contrastlab_card_section(cfg, plain)
+
+
+def test_the_split_that_picks_the_checkpoint_is_not_called_unused(tiny_model_dir, tmp_path, capsys):
+    """Issue 51: `--select-split validation` warned that the STS corpus's validation rows were "not used for
+    training or evaluation", although they pick the checkpoint."""
+    from core.cli import training
+
+    sts = write_pairs(tmp_path)
+    settings = dict(corpus=str(demo_corpus_path()), model=str(tiny_model_dir), sts_corpus=str(sts))
+    training._check_inputs(TrainConfig(**settings))
+    assert "not used for training or evaluation" in capsys.readouterr().err  # without selection they are unused
+    training._check_inputs(TrainConfig(**settings, select_split="validation"))
+    assert "not used" not in capsys.readouterr().err

@@ -90,7 +90,7 @@ def test_a_run_reported_to_tensorboard_holds_its_loss_curve_and_evaluations(repo
 
 
 @pytest.mark.parametrize(("value", "said"), [
-    ("", "report_to must be text"),
+    ("", "report_to is empty; give a value, or leave the setting out for its default (none)"),
     ("wandb", "report_to names 'wandb', which ContrastLab does not report to; use none, or a comma list of "
               "tensorboard, mlflow."),
     ("none,mlflow", "report_to gives none beside trackers"),

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from core.evaluation.headline import HEADLINE
-from core.runs.labels import knob_value, shown_text
+from core.runs.labels import knob_name, knob_value, shown_text
 from core.runs.store import RunStore
 
 
 def cmd_runs(args) -> dict:
-    """Every run, those whose process is gone marked failed first (as the Runs page does)."""
+    """Every run, those whose process is gone marked failed first (as the Runs page does), with its recipe's knob by
+    its own name (margin, scale, w, rank margin I) and value."""
     store = RunStore()
     store.reap_orphans()
     return {"runs": [
         {"run_id": r.id, "kind": r.kind, "status": r.status, "recipe": r.config.get("recipe"),
-         "margin": knob_value(r.config), "settings": shown_text(r), "sweep_id": r.sweep_id, "after": r.metrics_after,
-         "error": r.error, "damaged": r.damaged}
+         "knob": knob_name(str(r.config.get("recipe", ""))), "knob_value": knob_value(r.config),
+         "settings": shown_text(r), "sweep_id": r.sweep_id, "after": r.metrics_after, "error": r.error,
+         "damaged": r.damaged}
         for r in store.list(with_losses=False)]}
 
 
@@ -34,8 +36,8 @@ def headline_text(metrics: dict) -> str:
 def print_runs(r: dict) -> None:
     for c in r["runs"]:
         scores = headline_text(c.get("after") or {})
-        print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} "
-              f"{'' if c.get('margin') is None else c['margin']!s:<6} {scores}"
+        knob = "" if c.get("knob_value") is None else f"{c['knob']} {c['knob_value']}"
+        print(f"{c['run_id']}  {c['kind']:<6} {c['status']:<9} {c.get('recipe') or '':<18} {knob:<14} {scores}"
               + (f"  {c['settings']}" if c.get("settings") else "")
               + (f"  [{c['error']}]" if c.get("damaged") else ""))
 

@@ -20,7 +20,7 @@ from core.jobs import ddp, launch, standby
 from core.jobs.sweep import SEEDS, cancel, check_engine, sweep_config
 from core.models.loading import DEFAULT_MODEL, resolve_model
 from core.reproduce.report import table_text
-from core.runs.labels import knob_value
+from core.runs.labels import knob_name, knob_value
 from core.runs.store import PARENT_KINDS, RunStore
 from core.training.config import (GENERAL, GENERAL_PARAMS, TrainConfig, absolute_path, absolute_paths, corpus_options,
                                   for_recipe)
@@ -115,7 +115,7 @@ def _check_inputs(cfg):
     corpus = load_any(cfg.corpus, **corpus_options(cfg.to_dict()))
     warn_corpus(corpus)
     get_recipe(cfg.recipe).check_corpus(cfg, corpus)
-    sts = load_pairs(cfg.sts_corpus) if cfg.sts_corpus else None
+    sts = load_pairs(cfg.sts_corpus, picks=cfg.select_split) if cfg.sts_corpus else None
     if sts is not None and sts.columns.score is None:
         raise UserError(f"sts_corpus {cfg.sts_corpus} has no score column to correlate with.")
     for warning in sts.report.warnings if sts is not None else ():
@@ -339,7 +339,8 @@ def cmd_sweep(args) -> dict:
         raise RunFailed(code, f"sweep {sweep_id} failed: {run.error}")
     children = sorted(store.list(sweep_id=sweep_id, with_losses=False), key=lambda r: r.created)
     return {"sweep_id": sweep_id, "status": run.status, "runs": [
-        {"run_id": c.id, "recipe": c.config["recipe"], "margin": knob_value(c.config), "seed": c.config.get("seed"),
+        {"run_id": c.id, "recipe": c.config["recipe"], "knob": knob_name(c.config["recipe"]),
+         "margin": knob_value(c.config), "seed": c.config.get("seed"),
          "status": c.status, "before": c.before, "after": c.metrics_after} for c in children]}
 
 
@@ -426,8 +427,8 @@ def print_sweep(r: dict) -> None:
     for c in r["runs"]:
         after = c.get("after") or {}
         scores = f"P {after['polarity']:.1f}  S {after['similarity']:.1f}" if after else ""
-        print(f"  {c['run_id']}  {c['recipe']:<18} margin {c['margin']!s:<6} seed {c['seed']!s:<4} {c['status']:<9} "
-              f"{scores}")
+        print(f"  {c['run_id']}  {c['recipe']:<18} {c['knob']} {c['margin']!s:<6} seed {c['seed']!s:<4} "
+              f"{c['status']:<9} {scores}")
 
 
 def print_reproduce(r: dict) -> None:

@@ -271,7 +271,8 @@ def build_lists(df: pd.DataFrame, columns: ListColumns, name: str, warnings: lis
     if columns.split:
         per_list = train_on_validation(np.array([list_split[i] for i in order], dtype=object), columns.split,
                                        warnings)
-        train, target, target_split, source = split_by_column(per_list, columns.split, warnings, seeded_holdout, "random")
+        train, target, target_split, source = split_by_column(per_list, columns.split, warnings, seeded_holdout,
+                                                              "random")
     else:
         train, target = seeded_holdout(np.arange(len(order)))
         target_split, source = "holdout", f"random {split_ratio()} of the lists, seed {SPLIT_SEED}"

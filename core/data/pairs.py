@@ -217,12 +217,13 @@ def _first(lower: dict[str, str], known: tuple[str, ...], taken: set) -> str | N
 
 
 def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: list[str] | None = None,
-                drop_leaked: bool = False) -> PairCorpus:
+                drop_leaked: bool = False, picks: str | None = None) -> PairCorpus:
     """Clean the rows, count what was dropped, encode scores and labels, split train / target deterministically.
 
     Target pairs that are also training pairs (the same two texts in either order) and those sharing a text with a
     training pair are counted in the report (core.data.leakage); drop_leaked drops the first from the target split
-    after splitting, so the training pairs and the split of every other pair stay as they were.
+    after splitting, so the training pairs and the split of every other pair stay as they were. `picks` names the
+    split a run picks its checkpoint on (select_split): its rows are used, so not reported unused.
     """
     check_unique_names([str(c) for c in df.columns])
     for col in (columns.text1, columns.text2, columns.score, columns.label, columns.split):
@@ -263,7 +264,7 @@ def build_pairs(df: pd.DataFrame, columns: PairColumns, name: str, warnings: lis
 
     if columns.split:
         train, target, target_split, source = _split_by_column(splits.to_numpy()[keep],
-                                                               columns.split, warnings)
+                                                               columns.split, warnings, picks)
     else:
         train, target = seeded_holdout(np.arange(len(text1)))
         target_split, source = "holdout", f"random {split_ratio()}, seed {SPLIT_SEED}"
@@ -424,9 +425,11 @@ def _listed(values: list[str]) -> str:
 
 
 
-def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str, str]:
+def _split_by_column(splits: np.ndarray, col: str, warnings: list[str],
+                     picks: str | None = None) -> tuple[np.ndarray, np.ndarray, str, str]:
     """The targets as core.data.table.split_by_column chooses them (random holdout), after train_on_validation; a
-    pair corpus without 'train' rows can still evaluate a model."""
+    pair corpus without 'train' rows can still evaluate a model. `picks`: the split a run picks its checkpoint on,
+    used, so not reported unused."""
     splits = train_on_validation(splits, col, warnings)
     n_train = int(np.sum(splits == "train"))
     if not np.isin(splits, ("test", *VALIDATION_NAMES)).any() and n_train < MIN_ROWS:
@@ -435,7 +438,7 @@ def _split_by_column(splits: np.ndarray, col: str, warnings: list[str]) -> tuple
     if not n_train:
         warnings.append(f"Split column '{col}' has no 'train' rows; this corpus can evaluate a model but not "
                         "train one.")
-    return split_by_column(splits, col, warnings, seeded_holdout, "random")
+    return split_by_column(splits, col, warnings, seeded_holdout, "random", picks)
 
 
 # ---------------------------------------------------------------- lists from pairs
@@ -485,12 +488,12 @@ def _premise_lists(split: PairSplit, seed: int) -> tuple[ListSplit, int]:
 
 def load_pairs(path: str | Path, text1_col: str | None = None, text2_col: str | None = None,
                score_col: str | None = None, label_col: str | None = None, split_col: str | None = None,
-               max_bytes: int = DEFAULT_MAX_BYTES, drop_leaked: bool = False) -> PairCorpus:
-    """Read, detect columns and build in one call, as the CLI does."""
+               max_bytes: int = DEFAULT_MAX_BYTES, drop_leaked: bool = False, picks: str | None = None) -> PairCorpus:
+    """Read, detect columns and build in one call, as the CLI does; `picks` as build_pairs."""
     path = Path(path)
     df, warnings = read_file(path, max_bytes)
     columns = detect_pair_columns(df, text1_col, text2_col, score_col, label_col, split_col)
-    return build_pairs(df, columns, name=path.stem, warnings=warnings, drop_leaked=drop_leaked)
+    return build_pairs(df, columns, name=path.stem, warnings=warnings, drop_leaked=drop_leaked, picks=picks)
 
 
 def load_pair_split(path: str | Path, split: str, max_bytes: int = DEFAULT_MAX_BYTES) -> PairCorpus:

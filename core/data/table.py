@@ -591,15 +591,16 @@ def train_on_validation(splits: np.ndarray, col: str, warnings: list[str]) -> np
 
 def split_by_column(splits: np.ndarray, col: str, warnings: list[str],
                     holdout: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-                    how: str) -> tuple[np.ndarray, np.ndarray, str, str]:
+                    how: str, picks: str | None = None) -> tuple[np.ndarray, np.ndarray, str, str]:
     """(train rows, target rows, target split name, where the split came from) from a split column: 'train' rows
     train; 'test' rows are the targets, else the validation rows, else `holdout(train rows)` ('how' names it in the
-    warning). Rows with any other split value are reported as unused. Shared by labelled and pair corpora."""
+    warning). Rows with any other split value are reported as unused, but for `picks`, the split a run picks its
+    checkpoint on (select_split). Shared by labelled and pair corpora."""
     train = np.flatnonzero(splits == "train")
     test = np.flatnonzero(splits == "test")
     validation = np.flatnonzero(np.isin(splits, VALIDATION_NAMES))
     used = {"train", "test"} if test.size else {"train", *VALIDATION_NAMES} if validation.size else {"train"}
-    unused = Counter(s for s in splits if s not in used)
+    unused = Counter(s for s in splits if s not in used and s != picks)
     if unused:
         listed = ", ".join(f"{n:,} {shorten(s or '(empty)')}" for s, n in sorted(unused.items()))
         warnings.append(f"Rows of split column '{col}' not used for training or evaluation: {listed}.")

@@ -191,7 +191,8 @@ def _checked(data: dict) -> dict:
             raise UserError(f"{key} is not a setting of {recipe.name} (its settings: "
                             f"{', '.join(own) or 'none'}).")
     if data.get("corpus") is None:
-        raise UserError("The config needs a 'corpus' path.")
+        raise UserError("The config needs a 'corpus' path; add one, or give the corpus file on the command line: "
+                        "python -m core train PATH --config FILE.")
     checked = {p.name: p.parse(data.get(p.name, general_default(p.name, recipe))) for p in GENERAL}
     checked["recipe"] = recipe.name
     checked["reference"] = checked["reference"] or checked["model"]  # stored resolved: see resolved()
@@ -538,6 +539,8 @@ class TrainConfig:
         try:
             if isinstance(data, dict):
                 data = locate_files(data, path, given, warn)
+                if data.get("corpus") is None and (given or {}).get("corpus"):  # a config of settings alone
+                    data = {**data, "corpus": given["corpus"]}
             return cls.from_dict(data)
         except UserError as exc:
             raise UserError(f"Config {path}: {exc}") from exc
