@@ -311,3 +311,27 @@ def test_an_unreachable_tracking_server_fails_the_run_within_seconds(tiny_model_
     worker.execute(store, run_id, job=lambda ctx: pytest.fail("trained although its tracker is unreachable"))
     assert time.monotonic() - t0 < 20
     assert store.get(run_id).error.startswith(f"Could not report to mlflow at {uri} (")
+
+
+def test_two_first_runs_at_once_both_open_a_new_mlflow_store(tmp_path):
+    """Issue 51: two runs that were the home's first to report to MLflow both migrated the new SQLite store, and one
+    failed with "duplicate column name: step". The store is created under a file lock."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    barrier = tmp_path / "ready"
+    barrier.mkdir()
+    code = ("import os, sys, time; from core.runs import trackers; import mlflow.tracking; "  # imports done, then
+            f"open(os.path.join({str(barrier)!r}, str(os.getpid())), 'w').close(); "  # both start at once
+            f"[time.sleep(0.01) for _ in iter(lambda: len(os.listdir({str(barrier)!r})) < 2, False)]; "
+            "trackers.mlflow_client(); print('opened')")
+    env = {**os.environ, "CONTRASTLAB_HOME": str(tmp_path)}
+    env.pop(trackers.MLFLOW_URI_ENV, None)
+    root = Path(__file__).resolve().parents[1]
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=root, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-800:] for _out, err in outs]
+    assert [out.strip() for out, _err in outs] == ["opened", "opened"]

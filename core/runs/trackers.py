@@ -63,6 +63,27 @@ def checked_mlflow_uri() -> str:
     return uri
 
 
+def mlflow_client():
+    """An MlflowClient of checked_mlflow_uri(); a SQLite store is created (and migrated) under a file lock beside it:
+    two first runs at once both migrated a new database, and one failed ("duplicate column name: step")."""
+    import fcntl
+
+    from mlflow.tracking import MlflowClient
+
+    for name, value in MLFLOW_HTTP.items():
+        os.environ.setdefault(name, value)
+    uri = checked_mlflow_uri()
+    if not uri.lower().startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=uri)
+    lock = Path(uri.split(":///", 1)[1] + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)  # the store is created now, while the lock is held
+    return client
+
+
 def run_params(run: Run) -> dict[str, str]:
     """Every setting of the run's config, the corpus by the name the user gave it and its content (as its export's
     config names it), flattened to 'corpus.name', 'corpus.content', ... and written as text."""
@@ -134,11 +155,8 @@ class MLflow:
 
     def __init__(self, run: Run, params: dict[str, str]) -> None:
         from mlflow.entities import Param
-        from mlflow.tracking import MlflowClient
 
-        for name, value in MLFLOW_HTTP.items():
-            os.environ.setdefault(name, value)
-        self.client = MlflowClient(tracking_uri=checked_mlflow_uri())
+        self.client = mlflow_client()
         experiment = given_file_name(run.corpus_name, run.config.get("corpus") or "corpus")
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
