@@ -60,10 +60,15 @@ def test_a_run_reported_to_mlflow_is_found_with_its_settings_and_evaluations(rep
     assert row["params.recipe"] == "triplet" and row["params.corpus.name"] == "demo_corpus.csv"
     assert len(row["params.corpus.content"]) == 64 and row["params.examples"] == "32"
     for key in ("polarity", "similarity", "knn_accuracy"):
-        assert row[f"metrics.after_{key}"] == pytest.approx(run.metrics_after[key])
-        assert row[f"metrics.before_{key}"] == pytest.approx(run.metrics_before[key])
+        shown = trackers.SHOWN[key].shown  # one scale for every figure: accuracies in %, as P@k and S@k (issue 51)
+        assert row[f"metrics.after_{key}"] == pytest.approx(shown(run.metrics_after[key]))
+        assert row[f"metrics.before_{key}"] == pytest.approx(shown(run.metrics_before[key]))
         low, high = run.metrics_after[f"{key}_ci"]
-        assert (row[f"metrics.after_{key}_ci_low"], row[f"metrics.after_{key}_ci_high"]) == pytest.approx((low, high))
+        assert (row[f"metrics.after_{key}_ci_low"], row[f"metrics.after_{key}_ci_high"]) == pytest.approx(
+            (shown(low), shown(high)))
+    assert row["metrics.after_knn_accuracy"] == pytest.approx(100 * run.metrics_after["knn_accuracy"])
+    assert row["tags.contrastlab.units"].startswith("Figures in the unit the pages show them")
+    assert not [key for key in row.index if key.startswith("metrics.eval_")]  # before and after are not sent twice
     import mlflow
 
     client = mlflow.tracking.MlflowClient(tracking_uri=reported["uri"])
@@ -78,7 +83,8 @@ def test_a_run_reported_to_tensorboard_holds_its_loss_curve_and_evaluations(repo
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = reported["run"]
-    events = EventAccumulator(str(reported["home"] / "tensorboard" / run.id))
+    folder = reported["home"] / "tensorboard" / f"triplet_margin_0.1-{run.id}"  # named by the run's label (issue 51)
+    events = EventAccumulator(str(folder))
     events.Reload()
     loss = events.Scalars("train/loss")
     assert [e.step for e in loss] == [p["step"] for p in run.losses] and len(loss) >= 2
@@ -335,3 +341,26 @@ def test_two_first_runs_at_once_both_open_a_new_mlflow_store(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-800:] for _out, err in outs]
     assert [out.strip() for out, _err in outs] == ["opened", "opened"]
+
+
+def test_only_in_training_evaluations_are_eval_points_and_all_in_the_shown_unit(tiny_model_dir, monkeypatch):
+    """Issue 51: eval_* repeated the before- and after-evaluation, which go as before_* and after_*; kNN accuracy
+    went as a fraction beside P@k x 100."""
+    import mlflow
+
+    monkeypatch.delenv(trackers.MLFLOW_URI_ENV, raising=False)
+    store = RunStore()
+    run_id = _train_run(store, tiny_model_dir)
+
+    def job(ctx):
+        ctx.log_eval({"step": 0, "polarity": 50.0, "knn_accuracy": 0.5})  # before training
+        ctx.log_eval({"step": 2, "polarity": 55.0, "knn_accuracy": 0.6})  # during it
+        ctx.log_eval({"step": 4, "polarity": 60.0, "knn_accuracy": 0.7})  # after it: the job's result
+        return {"polarity": 60.0, "knn_accuracy": 0.7}
+
+    worker.execute(store, run_id, job=job)
+    client = mlflow.tracking.MlflowClient(tracking_uri=trackers.mlflow_uri())
+    [row] = [row for _i, row in _mlflow_runs(trackers.mlflow_uri()).iterrows()]
+    history = client.get_metric_history(row["run_id"], "eval_knn_accuracy")
+    assert [(m.step, m.value) for m in history] == [(2, pytest.approx(60.0))]
+    assert row["metrics.after_knn_accuracy"] == pytest.approx(70.0) and row["metrics.after_polarity"] == 60.0

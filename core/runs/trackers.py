@@ -5,8 +5,8 @@ starts, streams the loss curve and the in-training evaluations as it records the
 run ended, sends the evaluations before and after with their 95% intervals, its tags and its status. This is one
 path for every way a run trains (one process, DDP's rank 0, a Ray sweep's driver), so the trainer's own
 `report_to`, which runs inside the training process only, is left off. Nothing contacts a host unless the user
-sets MLFLOW_TRACKING_URI; TensorBoard writes under <home>/tensorboard/<run id>, MLflow by default to a SQLite file in
-the home.
+sets MLFLOW_TRACKING_URI; TensorBoard writes under <home>/tensorboard/<run label>-<run id>, MLflow by default to a
+SQLite file in the home. Every headline figure goes in the unit the pages show it (UNITS_TEXT).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from core.data.content import given_file_name
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
 from core.evaluation.uncertainty import figure_interval
-from core.runs.export import original_names
+from core.runs.export import original_names, safe_name
 from core.runs.labels import own_settings_text, run_label
 from core.runs.store import Run
 from core.storage import home
@@ -44,8 +44,11 @@ def targets(report_to: str | None) -> list[str]:
     return [] if not report_to or report_to == "none" else report_to.split(",")
 
 
-def tensorboard_dir(run_id: str) -> Path:
-    return home() / "tensorboard" / run_id
+def tensorboard_dir(run: Run) -> Path:
+    """<home>/tensorboard/<the run's label>-<run id>: TensorBoard names a run by its folder, so its list of runs reads
+    as the app's ("triplet_margin_0.1-<id>"), not as ids alone."""
+    label = run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}").removesuffix(f" · {run.id}")
+    return home() / "tensorboard" / f"{safe_name(label, 60)}-{run.id}"
 
 
 def mlflow_uri() -> str:
@@ -97,23 +100,37 @@ def run_params(run: Run) -> dict[str, str]:
     return dict(flat("", portable(run.config, original_names(run))))
 
 
+SHOWN = {m.key: m for m in HEADLINE}
+# Every headline figure goes to the trackers in the unit the pages show it (accuracies as % like P@k and S@k; they
+# were logged as fractions beside P@k x 100), and each run says so in its own words.
+UNITS_TEXT = ("Figures in the unit the pages show them: P@k, S@k, kNN, linear-probe and ordering accuracy in % "
+              "(0-100), STS Spearman x 100 (-100-100), Kendall tau as is (-1-1); _ci_low and _ci_high are the bounds "
+              "of their 95% interval.")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _figures(result: dict | None, prefix: str) -> dict[str, float]:
-    """The headline figures of an evaluation result and their 95% interval bounds, as tracker metrics
-    ('after_sts_spearman', 'after_sts_spearman_ci_low', ...); figures a run does not report are left out."""
+    """The headline figures of an evaluation result and their 95% interval bounds, as tracker metrics in the shown
+    unit ('after_sts_spearman', 'after_sts_spearman_ci_low', ...); figures a run does not report are left out."""
     out: dict[str, float] = {}
     for metric in HEADLINE:
         value = (result or {}).get(metric.key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            out[f"{prefix}_{metric.key}"] = float(value)
+        if _number(value):
+            out[f"{prefix}_{metric.key}"] = metric.shown(float(value))
             interval = figure_interval(result, metric.key)
             if interval is not None:
-                out[f"{prefix}_{metric.key}_ci_low"], out[f"{prefix}_{metric.key}_ci_high"] = interval
+                out[f"{prefix}_{metric.key}_ci_low"], out[f"{prefix}_{metric.key}_ci_high"] = (
+                    metric.shown(bound) for bound in interval)
     return out
 
 
 def _numbers(point: dict) -> dict[str, float]:
-    return {key: float(value) for key, value in point.items() if key != "step" and isinstance(value, int | float)
-            and not isinstance(value, bool) and math.isfinite(value)}
+    """An in-training evaluation's figures, each headline figure in its shown unit."""
+    return {key: SHOWN[key].shown(float(value)) if key in SHOWN else float(value) for key, value in point.items()
+            if key != "step" and _number(value)}
 
 
 class TensorBoard:
@@ -123,9 +140,11 @@ class TensorBoard:
     def __init__(self, run: Run, params: dict[str, str]) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(tensorboard_dir(run.id)))
+        self.writer = SummaryWriter(log_dir=str(tensorboard_dir(run)))
         table = "\n".join(f"| {key} | {value} |" for key, value in params.items())
+        self.writer.add_text("contrastlab/run", run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}"))
         self.writer.add_text("contrastlab/settings", "| setting | value |\n|---|---|\n" + table)
+        self.writer.add_text("contrastlab/units", UNITS_TEXT)
 
     def losses(self, points: list[tuple[int, float]]) -> None:
         for step, loss in points:
@@ -168,7 +187,8 @@ class MLflow:
                 experiment, artifact_location=(home() / "mlflow-artifacts").resolve().as_uri())
         label = run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}")
         self.run_id = self.client.create_run(experiment_id, run_name=label,
-                                             tags={"contrastlab.run_id": run.id}).info.run_id
+                                             tags={"contrastlab.run_id": run.id, "contrastlab.units": UNITS_TEXT,
+                                                   "mlflow.note.content": UNITS_TEXT}).info.run_id
         listed = [Param(key, value) for key, value in params.items()]
         for start in range(0, len(listed), 100):  # MLflow takes at most 100 params a batch
             self.client.log_batch(self.run_id, params=listed[start:start + 100])
@@ -208,12 +228,13 @@ class Trackers:
         self.log = log
         self.open: dict[str, TensorBoard | MLflow] = {}
         self.last_step = 0
+        self.held: dict | None = None  # the latest evaluation point, sent once another follows (evaluation)
         params = run_params(run)  # reads the corpus's content: once, for every tracker
         for name in targets(run.config.get("report_to")):
             try:
                 self.open[name] = (TensorBoard if name == "tensorboard" else MLflow)(run, params)
             except Exception as exc:  # noqa: BLE001 - any failure to reach a tracker is the user's to fix
-                where = mlflow_uri() if name == "mlflow" else tensorboard_dir(run.id)
+                where = mlflow_uri() if name == "mlflow" else tensorboard_dir(run)
                 raise UserError(f"Could not report to {name} at {where} ({type(exc).__name__}: "
                                 f"{' '.join(str(exc).split())[:300]}); fix it, or set report_to to none.") from exc
 
@@ -233,8 +254,17 @@ class Trackers:
             self._each("losses", points)
 
     def evaluation(self, point: dict) -> None:
+        """One point of the run's evaluation history, sent as eval_<figure>. The history's first point (step 0) is
+        the evaluation before training and, on a run that ends done, its last the one after it: those go as
+        before_ and after_ figures at the end, not twice, so each point is held until the next one comes."""
         self.last_step = max(self.last_step, int(point.get("step", 0)))
-        self._each("evaluation", point)
+        if int(point.get("step", 0)) == 0:
+            return
+        if self.held is not None:
+            self._each("evaluation", self.held)
+        self.held = point
 
     def finish(self, run: Run, status: str, after: dict | None) -> None:
+        if self.held is not None and after is None:  # no after-evaluation: the last point was one during training
+            self._each("evaluation", self.held)
         self._each("finish", run, status, after, self.last_step)
