@@ -306,3 +306,41 @@ def test_the_split_that_picks_the_checkpoint_is_not_called_unused(tiny_model_dir
     assert "not used for training or evaluation" in capsys.readouterr().err  # without selection they are unused
     training._check_inputs(TrainConfig(**settings, select_split="validation"))
     assert "not used" not in capsys.readouterr().err
+
+
+def test_the_cli_and_its_json_say_when_the_saved_model_is_step_0(tiny_model_dir, tmp_path, capsys):
+    """Issue 51: a run whose selection kept step 0 printed its after-figures and never said "kept step 0 of 24";
+    --json had no selection. The saved model is then the base model, and both say so in words."""
+    import json
+
+    args = ["train", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--examples", "64", "--batch-size", "8",
+            "--lr", "1.0", "--warmup-ratio", "0", "--threshold", "0", "--device", "cpu", "--sts-corpus",
+            str(write_pairs(tmp_path)), "--select-split", "validation", "--select-every", "3", "--foreground"]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["selection"]["best_step"] == 0 and result["selection"]["split"] == "validation"
+    assert result["checkpoint"].startswith(f"step 0 of {STEPS}, the model before training: no later checkpoint beat "
+                                           "its STS Spearman on the validation split of sts.csv")
+    assert result["checkpoint"].endswith("so the saved model has the base model's weights")
+    assert main(args) == 0
+    assert f"checkpoint: step 0 of {STEPS}, the model before training" in capsys.readouterr().out
+
+
+def test_the_runs_page_says_which_checkpoint_a_run_saved(app, contrastlab_home):
+    import os
+
+    from tests.conftest import no_errors
+
+    store = RunStore()
+    run_id = store.create("train", {"recipe": "triplet", "corpus": str(demo_corpus_path()), "sts_corpus": "sts.csv"})
+    store.mark_running(run_id, os.getpid())
+    points = [{"step": 0, "sts_spearman": 50.0}, {"step": 12, "sts_spearman": 20.0}]
+    store.set_progress(run_id, summary={"steps": 12, "selection": {
+        "split": "validation", "pairs": 30, "every": 12, "points": points, "best_step": 0, "best": 50.0}})
+    store.mark_done(run_id, {"polarity": 60.0, "similarity": 40.0}, {})
+    app.run()
+    at = app.switch_page("app_pages/7_Runs.py").run()
+    no_errors(at)
+    assert any(c.value.startswith("Checkpoint: step 0 of 12, the model before training: no later checkpoint beat its "
+                                  "STS Spearman on the validation split of sts.csv")
+               and c.value.endswith("so the saved model has the base model's weights.") for c in at.caption)

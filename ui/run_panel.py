@@ -15,6 +15,7 @@ from core.jobs.sweep import cancel
 from core.runs.export import safe_name
 from core.runs.labels import duration_s, knob_text, own_settings_text, recipe_text
 from core.runs.store import PARENT_KINDS, Run, RunStore
+from core.training.config import checkpoint_text
 from core.training.eta import fmt_seconds, phase_text, run_fraction, seconds_left
 from ui.charts import plot
 from ui.feedback import guard
@@ -158,6 +159,9 @@ def outcome(runs: RunStore, run: Run) -> None:
                 f"training {fmt_seconds(timings['train_s'])}" if "train_s" in timings else "",
                 f"model: `{run.artefacts['model']}`" if "model" in run.artefacts else ""]
         st.caption(" · ".join(b for b in bits if b))
+        if summary.get("selection"):  # which checkpoint the model is; step 0 is the base model itself
+            kept = checkpoint_text(summary["selection"], summary.get("steps", "?"), run.config.get("sts_corpus"))
+            st.caption(f"Checkpoint: {kept}.")
 
 
 def cancel_button(runs: RunStore, run: Run, key: str) -> None:

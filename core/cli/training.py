@@ -22,8 +22,8 @@ from core.models.loading import DEFAULT_MODEL, resolve_model
 from core.reproduce.report import table_text
 from core.runs.labels import knob_name, knob_value
 from core.runs.store import PARENT_KINDS, RunStore
-from core.training.config import (GENERAL, GENERAL_PARAMS, TrainConfig, absolute_path, absolute_paths, corpus_options,
-                                  for_recipe)
+from core.training.config import (GENERAL, GENERAL_PARAMS, TrainConfig, absolute_path, absolute_paths,
+                                  checkpoint_text, corpus_options, for_recipe)
 from core.training.eta import fmt_seconds, phase_text, seconds_left
 from core.training.raoe import self_distillation_note, teacher_names
 from core.training.recipes import get_recipe, recipe_params
@@ -201,9 +201,12 @@ def _finish_run(store, run, args) -> dict:
     if run.status == "failed":
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
         raise RunFailed(code, f"run {run.id} failed: {run.error} (log: {store.run_dir(run.id) / 'worker.log'})")
+    summary = run.progress.get("summary") or {}
     result = {"run_id": run.id, "status": run.status, "model_path": run.artefacts.get("model"),
-              "before": run.before, "after": run.metrics_after,
-              "timings": (run.progress.get("summary") or {}).get("timings")}
+              "before": run.before, "after": run.metrics_after, "timings": summary.get("timings")}
+    if summary.get("selection"):  # which checkpoint was saved: step 0 is the base model itself
+        result |= {"selection": summary["selection"], "checkpoint": checkpoint_text(
+            summary["selection"], summary.get("steps", "?"), run.config.get("sts_corpus"))}
     if run.status == "done" and args.out:
         from core.runs.export import export_run
 
@@ -410,6 +413,8 @@ def print_train(r: dict) -> None:
             shown = [f"{metric.short.format(k=m.get('k', 'k'))} {metric.text(m[metric.key])}"
                      for metric in HEADLINE if m.get(metric.key) is not None]
             print(f"{name:>6}: " + "  ".join(shown))
+    if r.get("checkpoint"):
+        print(f"checkpoint: {r['checkpoint']}")
     if r.get("timings"):
         print("timings: " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {seconds:.1f} s"
                                       for name, seconds in r["timings"].items()))

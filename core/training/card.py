@@ -26,7 +26,7 @@ from core.data.kinds import kind_of
 from core.evaluation.headline import HEADLINE, Metric
 from core.evaluation.paired import change_texts
 from core.models.ata import ATAPooling
-from core.training.config import TrainConfig
+from core.training.config import TrainConfig, checkpoint_text
 from core.training.eta import fmt_seconds
 from core.training.raoe import PAPER_BATCH, self_taught, teacher_names
 from core.training.recipes import get_recipe
@@ -275,25 +275,9 @@ def _checkpoint_text(cfg: TrainConfig, result: dict) -> str:
     selection = result.get("selection")
     if not selection:
         return ""
-    sts = next(metric for metric in HEADLINE if metric.key == "sts_spearman")
-    points, best = selection["points"], selection["best_step"]
-    steps = result.get("steps", points[-1]["step"] if points else "?")
-    where = f"the {selection['split']} split of {_code(Path(cfg.sts_corpus or '?').name)}"
-    every = "every step" if selection["every"] == 1 else f"every {selection['every']} steps"
-    how = f"{len(points)} checkpoints scored: step 0, {every} and the last"
-    ours = "selecting a checkpoint is our assumption, not part of the recipe's method"
-    if best is None:
-        return f"the last step, {steps}: no checkpoint had an STS Spearman on {where} ({how}); {ours}."
-    value = sts.text(selection["best"])
-    if best == 0:
-        later = [p for p in points if p["step"] > 0 and _finite(p["sts_spearman"])]
-        rival = max(later, key=lambda p: p["sts_spearman"], default=None)  # max keeps the earliest of equals
-        beaten = f"; the best later one, step {rival['step']}, {sts.text(rival['sts_spearman'])}" if rival else ""
-        return (f"step 0 of {steps}, the model before training: no later checkpoint beat its STS Spearman on {where} "
-                f"({value}{beaten}; {how}), so the saved model has the base model's weights; {ours}.")
-    start = _shown(sts, points[0]["sts_spearman"])
-    return (f"step {best} of {steps}{' (the last)' if best == steps else ''}, the best STS Spearman on {where} "
-            f"({value}; step 0, the model before training, {start}; {how}); {ours}.")
+    steps = result.get("steps", selection["points"][-1]["step"] if selection["points"] else "?")
+    return (f"{checkpoint_text(selection, steps, cfg.sts_corpus, _code)}; selecting a checkpoint is our assumption, "
+            "not part of the recipe's method.")
 
 
 def _batch_text(cfg: TrainConfig) -> str:

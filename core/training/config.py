@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import UserError, shorten
-from core.evaluation.headline import DISCOUNTS
+from core.evaluation.headline import DISCOUNTS, HEADLINE
 from core.models.loading import DEFAULT_MODEL, check_device, layer_count
 from core.storage import ASSETS, corpora_dir
 from core.training.params import Param
@@ -267,6 +268,35 @@ def file_settings() -> tuple[str, ...]:
     documents)."""
     own = [name for name, owners in recipe_params().items() if any(param.file for _r, param in owners)]
     return ("corpus", "sts_corpus", *own)
+
+
+def checkpoint_text(selection: dict, steps: object, sts_corpus: str | None,
+                    code: Callable[[str], str] = str) -> str:
+    """Which checkpoint a run that picked one on a split of its STS corpus saved, and why, in one clause (a result's
+    "selection", core.training.selection; `code` formats the file's name): the model card, the CLI and the Train
+    page say it, and that step 0 means the saved model is the base model."""
+    sts = next(metric for metric in HEADLINE if metric.key == "sts_spearman")
+    where = f"the {selection['split']} split of {code(Path(sts_corpus or '?').name)}"
+    points, best = selection["points"], selection["best_step"]
+    every = "every step" if selection["every"] == 1 else f"every {selection['every']} steps"
+    how = f"{len(points)} checkpoints scored: step 0, {every} and the last"
+    if best is None:
+        return f"the last step, {steps}: no checkpoint had an STS Spearman on {where} ({how})"
+    value = sts.text(selection["best"])
+    if best == 0:
+        later = [p for p in points if p["step"] > 0 and _finite(p["sts_spearman"])]
+        rival = max(later, key=lambda p: p["sts_spearman"], default=None)  # max keeps the earliest of equals
+        beaten = f"; the best later one, step {rival['step']}, {sts.text(rival['sts_spearman'])}" if rival else ""
+        return (f"step 0 of {steps}, the model before training: no later checkpoint beat its STS Spearman on {where} "
+                f"({value}{beaten}; {how}), so the saved model has the base model's weights")
+    start = points[0]["sts_spearman"]
+    start = sts.text(start) if _finite(start) else "–"
+    return (f"step {best} of {steps}{' (the last)' if best == steps else ''}, the best STS Spearman on {where} "
+            f"({value}; step 0, the model before training, {start}; {how})")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def absolute_path(value: str) -> str:
