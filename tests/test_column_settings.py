@@ -82,3 +82,29 @@ def test_hostile_column_flags_exit_2_before_a_run_exists(flags, said, sick_file,
     line = error_line(capsys)
     assert said in line, line
     assert RunStore().list() == []
+
+
+def _flags(settings: dict[str, str]) -> list[str]:
+    return [f"--{name.replace('_', '-')}={value}" for name, value in settings.items()]
+
+
+def test_evaluate_reads_a_pair_file_in_its_release_s_own_columns(sick_file, tiny_model_dir, capsys):
+    """Issue 51: `evaluate` had no --text1-col / --text2-col / --score-col, though `train` had them; SICK in its
+    release's columns could not be scored as pairs."""
+    import json
+
+    assert main(["evaluate", str(sick_file), *_flags(SICK), "--split-col", "SemEval_set", "--model",
+                 str(tiny_model_dir), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["kind"] == "pairs" and result["n_pairs"] == 30 and result["sts_spearman"] is not None
+    assert main(["published", str(sick_file), *_flags(SICK), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "pairs"
+
+
+@pytest.mark.parametrize("command", ["layers", "maps", "quick"])
+def test_commands_that_need_labels_name_the_pair_file_the_role_flags_read(command, sick_file, tiny_model_dir,
+                                                                          tmp_path, capsys):
+    extra = {"maps": ["--out", str(tmp_path / "maps")], "quick": ["--margin", "0.1"]}.get(command, [])
+    assert main([command, str(sick_file), *_flags(SICK), "--model", str(tiny_model_dir), *extra]) == 2
+    assert f"{sick_file} is a pair corpus (text1, text2, score or label)" in error_line(capsys)
+    assert RunStore().list() == []

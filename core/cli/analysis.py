@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, kind_of, kind_words, load_labelled,
-                             refuse_flags, warn_corpus, warn_line)
+from core.cli.common import (DISCOUNT, K_PARAM, LIST_SHAPE, TqdmPhases, columns_given, kind_of, kind_words,
+                             load_labelled, refuse_flags, warn_corpus, warn_line)
 from core.errors import UserError, shorten
 from core.evaluation.headline import HEADLINE, intervals_text
 from core.evaluation.uncertainty import figure_interval
@@ -26,8 +26,7 @@ def cmd_evaluate(args) -> dict:
     shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
     refuse_flags({"--list-shape": args.list_shape, "--k": args.k, "--discount": args.discount,
                   "--knn-metric": args.knn_metric}, kind, kind_words(args, kind))
-    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
-                      drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
+    corpus = load_any(args.corpus, drop_leaked=args.drop_leaked, list_shape=shape, kind=kind, **columns_given(args))
     warn_corpus(corpus)
     model = SavedModel(args.model, args.device)  # loaded only if a figure is not cached
     judged = KINDS[kind].judged  # a reference model judges its figures (S@k)
@@ -133,8 +132,7 @@ def cmd_published(args) -> dict:
         checked_metric(args.remove)
     shape = LIST_SHAPE.parse(LIST_SHAPE.default if args.list_shape is None else args.list_shape)
     refuse_flags({"--list-shape": args.list_shape}, kind, kind_words(args, kind))
-    corpus = load_any(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
-                      drop_leaked=args.drop_leaked, list_shape=shape, kind=kind)
+    corpus = load_any(args.corpus, drop_leaked=args.drop_leaked, list_shape=shape, kind=kind, **columns_given(args))
     action = None
     if figures_to_set:
         action = {"set": [set_published(corpus.fingerprint, key, value, args.note, kind=figures_kind(corpus),

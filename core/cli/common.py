@@ -9,7 +9,7 @@ import sys
 from tqdm import tqdm
 
 from core.errors import UserError, shorten
-from core.training.config import GENERAL_PARAMS
+from core.training.config import COLUMN_SETTINGS, GENERAL_PARAMS
 from core.training.params import Param
 
 EXIT_USER_ERROR = 2
@@ -43,15 +43,26 @@ class TqdmPhases:
 def corpus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("corpus", help="CSV / TSV / JSONL / Parquet file: labelled texts (text, label), pairs (text1, "
                    "text2, score or label) or ranked lists (list_id, rank, text)")
-    p.add_argument("--text-col")
-    p.add_argument("--label-col")
-    p.add_argument("--split-col")
+    column_flags(p)
     p.add_argument("--kind", default=None, metavar="labelled|pairs|lists", help="read the file as this kind of "
                    "corpus whatever its column names suggest, e.g. --kind labelled --text-col text1 --label-col score "
                    "(default: from the column names)")
     p.add_argument("--model", default=None, help="local directory, packaged name or hub id (default all-MiniLM-L6-v2)")
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: best available)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def column_flags(p: argparse.ArgumentParser) -> None:
+    """--text-col, --label-col, --split-col and every other kind's roles (--text1-col, --score-col, --list-col, ...),
+    as `train` takes them: a file in its release's own column names (SICK's sentence_A) is read by naming them."""
+    for name in COLUMN_SETTINGS:
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="NAME",
+                       help=GENERAL_PARAMS[name].help)
+
+
+def columns_given(args) -> dict[str, str]:
+    """The column settings given as flags, by setting name (text1_col: 'sentence_A'), for core.data.kinds.load_any."""
+    return {name: getattr(args, name) for name in COLUMN_SETTINGS if getattr(args, name, None)}
 
 
 def leak_arg(p: argparse.ArgumentParser) -> None:
@@ -90,9 +101,9 @@ def quoted(example) -> str:
 
 def kind_of(args) -> str:
     """The corpus kind `args.corpus` is read as: --kind when given (checked), else the one its columns say."""
-    from core.data.kinds import checked_kind, corpus_kind
+    from core.data.kinds import checked_kind, corpus_kind, implied_kind
 
-    return checked_kind(args.kind) or corpus_kind(args.corpus)
+    return checked_kind(args.kind) or implied_kind(columns_given(args)) or corpus_kind(args.corpus)
 
 
 # Flags that mean something for some corpus kinds only: the evaluation settings of a kind a reference judges (P@k,
@@ -132,8 +143,9 @@ def load_labelled(args, why: str):
     kind = kind_of(args)
     if kind != "labelled":
         raise UserError(f"{why}, so they need {LABELLED.title}; {kind_words(args, kind)}.")
-    corpus = load_corpus(args.corpus, text_col=args.text_col, label_col=args.label_col, split_col=args.split_col,
-                         drop_leaked=args.drop_leaked)
+    given = columns_given(args)
+    corpus = load_corpus(args.corpus, text_col=given.get("text_col"), label_col=given.get("label_col"),
+                         split_col=given.get("split_col"), drop_leaked=args.drop_leaked)
     warn_corpus(corpus)
     return corpus
 

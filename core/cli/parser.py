@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 
-from core.cli.common import DISCOUNT, K_PARAM, LIST_SHAPE, corpus_args, leak_arg
+from core.cli.common import DISCOUNT, K_PARAM, LIST_SHAPE, column_flags, corpus_args, leak_arg
 from core.cli.training import train_args
 from core.evaluation.headline import HEADLINE
 from core.jobs.sweep import SEEDS
@@ -107,8 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb = sub.add_parser("published", help="the published figures stored with a corpus (\"published: 77.6 on this "
                         "test set\"), shown beside ours by evaluate and the pages: list them, set one or remove one")
     pb.add_argument("corpus", help="the corpus file, read as evaluate reads it (its content fingerprint is the key)")
-    for flag in ("--text-col", "--label-col", "--split-col"):
-        pb.add_argument(flag)
+    column_flags(pb)
     pb.add_argument("--kind", default=None, metavar="labelled|pairs|lists", help="read the file as this kind of "
                     "corpus (default: from the column names)")
     leak_arg(pb)

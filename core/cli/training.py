@@ -11,8 +11,8 @@ import time
 
 from tqdm import tqdm
 
-from core.cli.common import (EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_flag, kind_of, kind_words, refuse_flags,
-                             warn_corpus)
+from core.cli.common import (EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed, add_flag, columns_given, kind_of,
+                             kind_words, refuse_flags, warn_corpus)
 from core.cli.runs import headline_text
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
@@ -294,9 +294,8 @@ def cmd_quick(args) -> dict:
     store = RunStore()
     warm = standby.waiting(store)  # imports done before this call: its point costs only the run itself
     _warm_early(store)
-    base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": QUICK_RECIPE,
-            "text_col": args.text_col, "label_col": args.label_col, "split_col": args.split_col, "device": args.device,
-            "drop_leaked": args.drop_leaked}
+    base = {"corpus": args.corpus, "model": args.model or DEFAULT_MODEL, "recipe": QUICK_RECIPE, **columns_given(args),
+            "device": args.device, "drop_leaked": args.drop_leaked}
     config = quick_config(absolute_paths({k: v for k, v in base.items() if v is not None}), margin, full=args.full)
     _check_inputs(TrainConfig.from_dict(config))
     existing = find_quick(store, config)

@@ -143,6 +143,17 @@ def own_settings(kind: CorpusKind) -> set[str]:
     return set(kind.roles.values()).difference(*(set(k.roles.values()) for k in KINDS.values() if k is not kind))
 
 
+def implied_kind(settings: dict[str, str | None]) -> str | None:
+    """The kind that column settings given name (text1_col: a pair corpus), None where they name no kind's own
+    column; a one-line UserError where they name two kinds'."""
+    given = sorted(name for name, value in settings.items() if value)
+    implied = {k.name for k in KINDS.values() for name in given if name in own_settings(k)}
+    if len(implied) > 1:
+        raise UserError(f"{' and '.join(given)} name the columns of a pair corpus and of a list corpus; a corpus is "
+                        "one kind: give the columns of one.")
+    return next(iter(implied), None)
+
+
 def load_any(path: str | Path, text_col: str | None = None, label_col: str | None = None,
              split_col: str | None = None, drop_leaked: bool = False,
              list_shape: str = "chain", kind: str | None = None, drop_duplicates: bool = False,
@@ -159,10 +170,7 @@ def load_any(path: str | Path, text_col: str | None = None, label_col: str | Non
         raise TypeError(f"load_any() got unexpected keyword arguments {sorted(unknown)}")
     given = {name: value for name, value in roles.items() if value}
     implied = {k.name for k in KINDS.values() for name in given if name in own_settings(k)}
-    if len(implied) > 1:
-        raise UserError(f"{' and '.join(sorted(given))} name the columns of a pair corpus and of a list corpus; a "
-                        "corpus is one kind: give the columns of one.")
-    kind = checked_kind(kind) or next(iter(implied), None) or corpus_kind(path)
+    kind = checked_kind(kind) or implied_kind(given) or corpus_kind(path)
     spec = KINDS[kind]
     if implied - {kind}:
         raise UserError(f"{', '.join(sorted(given))} name columns of another kind of corpus than {spec.title}; "

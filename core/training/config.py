@@ -322,11 +322,15 @@ def absolute_paths(config: dict) -> dict:
     return out
 
 
+# The settings that name a corpus file's columns, one per role of each corpus kind (core.data.kinds: their `roles`);
+# every command that reads a corpus takes them as flags (--text1-col, ...).
+COLUMN_SETTINGS = ("text_col", "label_col", "split_col", "text1_col", "text2_col", "score_col", "list_col", "rank_col")
+
+
 def corpus_options(config: dict) -> dict:
     """core.data.kinds.load_any's arguments from a run config: which columns of its corpus file it reads and how;
     one home, so the run, its CLI checks and its export read the same corpus."""
-    names = ("text_col", "label_col", "split_col", "text1_col", "text2_col", "score_col", "list_col", "rank_col",
-             "drop_duplicates", "drop_leaked", "list_shape")
+    names = (*COLUMN_SETTINGS, "drop_duplicates", "drop_leaked", "list_shape")
     return {name: config.get(name, GENERAL_PARAMS[name].default) for name in names}
 
 
