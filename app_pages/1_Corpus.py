@@ -181,6 +181,19 @@ def choose_role_columns(table: Table, kind) -> tuple[object, bool, bool] | None:
     return None if picked is None else (kind.column_type(**picked), False, drop_leaked)
 
 
+def choose_kind(table: Table):
+    """The kind the table is read as: the one its column names suggest, or the one the user picks, whose roles the
+    pickers below then map (a pair file in its release's own names, SICK's sentence_A and sentence_B, reads as
+    labelled texts by its names alone)."""
+    names = list(KINDS)
+    detected = table_kind(table.df)
+    picked = st.radio("Read the table as", names, index=names.index(detected), horizontal=True,
+                      format_func=lambda name: KINDS[name].title, key=f"corpus_kind:{table.key}",
+                      persist_state="session", help="Detected from the column names; pick another kind to map "
+                      "its columns yourself.")
+    return KINDS[picked]
+
+
 def choose_model() -> None:
     current = ui.state.model_name()
     typed = st.text_input("Reference model", value=current,
@@ -532,7 +545,7 @@ with source_col, ui.guard("Reading the table"):
 with model_col:
     choose_model()
 if table is not None:
-    kind = KINDS[table_kind(table.df)]
+    kind = choose_kind(table)
     choice = VIEWS.get(kind.name, KIND_VIEW)[0](table, kind)
     if choice is not None:
         with ui.guard("Building the corpus"):

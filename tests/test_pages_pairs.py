@@ -265,3 +265,31 @@ def test_the_sts_chart_gives_each_run_a_row_and_its_legend_clears_the_axis(n):
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     assert plot_px >= STS_ROW_PX * n
     assert fig.layout.legend.yanchor == "top" and fig.layout.legend.y * plot_px == pytest.approx(-STS_LEGEND_PX)
+
+
+def test_a_pair_file_in_its_release_s_own_columns_is_mapped_on_the_corpus_page(app):
+    """Issue 51: SICK's sentence_A, sentence_B, relatedness_score, entailment_label, SemEval_set (TRAIN / TRIAL /
+    TEST) got only text / label / split pickers. The page reads the table as the kind the user picks and offers
+    that kind's roles."""
+    rows = ["pair_ID,sentence_A,sentence_B,relatedness_score,entailment_label,SemEval_set"]
+    for i in range(40):
+        label = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")[i % 3]
+        part = "TRAIN" if i < 26 else "TRIAL" if i < 28 else "TEST"
+        rows.append(f"{i},a {WORDS[i % 6]} sleeps {i},the {WORDS[(i + 1) % 6]} naps {i},{1 + i % 5},{label},{part}")
+    at = paste_table(app, "\n".join(rows) + "\n")
+    kind = next(r for r in at.radio if r.label == "Read the table as")
+    assert kind.value == "labelled"  # by its names alone
+    at = kind.set_value("pairs").run()
+    assert not at.exception
+    assert {s.label for s in at.selectbox} >= {"Text1 column", "Text2 column", "Score column", "Label column"}
+    for label, column in (("Text1 column", "sentence_A"), ("Text2 column", "sentence_B"),
+                          ("Score column", "relatedness_score"), ("Label column", "entailment_label"),
+                          ("Split column", "SemEval_set")):
+        at = next(s for s in at.selectbox if s.label == label).set_value(column).run()
+    no_errors(at)
+    markdown = " ".join(m.value for m in at.markdown)
+    assert "**Pair corpus**: 40 pairs" in markdown and "labels entailment" in markdown
+    assert "26 train and 12 test pairs" in " ".join(c.value for c in at.caption)
+    button(at, "Run STS evaluation").click().run()
+    no_errors(at)
+    assert -100 <= float({m.label: m.value for m in at.metric}["STS Spearman"]) <= 100
