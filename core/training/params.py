@@ -81,11 +81,11 @@ class Param:
         if self.type is str:
             if value == "" and self.optional:  # an emptied text box: not set
                 return None
-            if isinstance(value, str) and not value.strip():  # it is text, but says nothing
+            if isinstance(value, str) and not value.strip() and not self.choices:  # text that says nothing
                 default = f" ({self.default})" if self.default is not None else ""
                 raise UserError(f"{self.name} is empty; give a value, or leave the setting out for its "
                                 f"default{default}")
-            if not isinstance(value, str) or (self.choices and value not in self.choices):
+            if not isinstance(value, str) or not value.strip() or (self.choices and value not in self.choices):
                 raise self._fail(value)
             if any(unicodedata.category(c) in _UNPRINTABLE for c in value):
                 raise UserError(f"{self.name} must be text without line breaks or control characters, got "
