@@ -10,6 +10,7 @@ from core.runs.labels import corpus_names, recipes_of, run_labels, select_runs
 from core.runs.store import NOTE_MAX, TAG_MAX, TAGS_MAX
 from ui import nav, run_control, run_export, run_panel, run_tables
 from ui.changes_view import changed_items_section
+from ui.layout import escaped
 from ui.per_class_view import per_class_results
 
 store = ui.run_store()
@@ -122,7 +123,10 @@ if len(runs) >= 2:
     else:
         a, b = store.get(a_id), store.get(b_id)
         st.markdown(f"**Metrics** of **A** `{labels[a.id]}` and **B** `{labels[b.id]}`")
-        st.table(run_tables.comparison_table(a, b))
+        frame, notes = run_tables.comparison(a, b)
+        st.table(run_tables.comparison_table(frame))
+        for note in notes:  # the figures not subtracted, and why: as `python -m core compare` says it
+            st.caption(f"Note: {escaped(note)}")
         for side, scored in (("A", a), ("B", b)):
             if trade_off_only(scored.metrics_after or {}):
                 st.caption(f"{side} was {TRADE_OFF_ONLY}: its kNN and linear-probe rows are empty, not lost.")

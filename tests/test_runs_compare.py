@@ -26,7 +26,7 @@ from core.runs.store import NOTE_MAX, TAG_MAX, TAGS_MAX, RunStore, clean_tags
 from core.storage import corpora_dir
 from core.training.config import TrainConfig, resolved
 from tests.conftest import button, no_errors
-from ui.run_tables import DIFF, PAIRED, comparison_frame, comparison_table, config_diff
+from ui.run_tables import DIFF, PAIRED, comparison, comparison_frame, comparison_table, config_diff
 
 RUNS_PAGE = "app_pages/7_Runs.py"
 BEFORE = {"polarity": 60.0, "similarity": 45.0, "knn_accuracy": 0.70, "linear_accuracy": 0.72}
@@ -65,15 +65,42 @@ def test_comparison_fills_a_and_b_before_and_after_with_pp_for_accuracy_changes(
     frame = comparison_frame(store.get(a), store.get(b))
     assert list(frame.columns) == ["A before", "A after", "B before", "B after", DIFF, PAIRED]
     assert list(frame.index) == ["P@k", "S@k", "kNN accuracy", "Linear probe"]  # no empty STS / ordering rows
-    assert frame.notna().all().all()
+    assert frame.drop(index="S@k").notna().all().all()
+    assert pd.isna(frame.loc["S@k", DIFF])  # results that do not record S@k's judge are not subtracted (issue 51)
     assert frame.loc["kNN accuracy"].tolist()[:5] == pytest.approx([70.0, 80.0, 70.0, 75.0, 5.0])
     assert set(frame[PAIRED]) == {"–"}  # figures without per-item arrays: no paired interval
-    shown = comparison_table(store.get(a), store.get(b)).to_html()
+    shown = comparison_table(frame).to_html()
     assert "+5.0 pp" in shown and "80.0%" in shown and "+5.0%" not in shown  # accuracy changes in points
     assert "+5.0<" in shown  # P@k's change has no unit
 
     one_sided = comparison_frame(store.get(a), store.get(store.create("train", page_config(tiny_model_dir))))
     assert one_sided["B after"].isna().all() and one_sided[DIFF].isna().all()  # a run without metrics: '–'
+
+
+def _scored(k: int, **figures) -> dict:
+    """An evaluation result that names its items and conditions, as every evaluation now stores them."""
+    from core.evaluation.items import CONTENT_VERSION
+
+    return {**figures, "k": k, "discount": "linear", "items": {"ref": f"r{k}", "of": {"texts": "same texts"},
+            "conditions": {"k": k, "discount": "linear", "judge": "j", "knn_k": 10, "knn_metric": "euclidean"},
+            "content": CONTENT_VERSION}}
+
+
+def test_the_page_subtracts_only_what_the_cli_compares(tiny_model_dir, capsys):
+    """Issue 51: runs evaluated at k = 16 and k = 8 showed "A − B" of P@k -2.8 and S@k -2.4 with no note, while
+    `python -m core compare` refused them. One function (core.evaluation.paired.unlike) decides for both."""
+    store = RunStore()
+    a = finished(store, page_config(tiny_model_dir), _scored(16, polarity=70.0, similarity=40.0, knn_accuracy=0.8))
+    b = finished(store, page_config(tiny_model_dir, margin=1.0),
+                 _scored(8, polarity=72.8, similarity=42.4, knn_accuracy=0.75))
+    frame, notes = comparison(store.get(a), store.get(b))
+    assert pd.isna(frame.loc["P@k", DIFF]) and pd.isna(frame.loc["S@k", DIFF])
+    assert frame.loc["kNN accuracy", DIFF] == pytest.approx(5.0)  # the same vote (k 10, euclidean): compared
+    assert any(n.startswith("P@8 / P@16 not compared: computed with another k (8 vs 16)") for n in notes), notes
+    from core.cli import main
+
+    assert main(["compare", b, a, "--json"]) == 0
+    assert not any(d["name"] == "polarity" for d in json.loads(capsys.readouterr().out)["metrics"])
 
 
 def test_quick_run_and_page_run_of_one_model_differ_in_no_reference(tiny_model_dir):

@@ -12,7 +12,7 @@ from pandas.io.formats.style import Styler
 
 from core.analysis.plots import losses_figure
 from core.evaluation.headline import HEADLINE, Metric, p_text
-from core.evaluation.paired import compared
+from core.evaluation.paired import compared, unlike
 from core.runs.labels import corpus_names, corpus_path, differences, duration_s, knob_text, recipe_text
 from core.runs.store import Run
 from core.training.config import resolved
@@ -99,15 +99,24 @@ def metrics_frame(runs: Sequence[Run]) -> pd.DataFrame:
     return frame[frame.notna().any(axis=1)]
 
 
-def comparison_frame(a: Run, b: Run) -> pd.DataFrame:
-    """Runs A and B before and after, A's result minus B's (in points: percentage points for accuracies), and that
-    difference's paired 95% interval and p-value where both runs scored the same test items."""
+def comparison(a: Run, b: Run) -> tuple[pd.DataFrame, list[str]]:
+    """Runs A and B before and after, A's result minus B's (in points: percentage points for accuracies) where the
+    two are one figure computed alike (core.evaluation.paired.unlike, which the CLI's compare asks too), that
+    difference's paired 95% interval and p-value where both runs scored the same test items; and the notes saying
+    why a figure is not compared."""
     frame = metrics_frame([a, b])
-    frame[DIFF] = frame["A after"] - frame["B after"]
     both = a.metrics_after and b.metrics_after
-    paired = {d["name"]: d for d in compared(b.metrics_after, a.metrics_after)["metrics"]} if both else {}  # A - B
+    result = compared(b.metrics_after, a.metrics_after) if both else {"metrics": [], "notes": []}  # A - B
+    like = [both and unlike(_metric(row).key, b.metrics_after, a.metrics_after) is None for row in frame.index]
+    frame[DIFF] = (frame["A after"] - frame["B after"]).where(like)
+    paired = {d["name"]: d for d in result["metrics"]}
     frame[PAIRED] = [_paired_text(_metric(row), paired.get(_metric(row).key)) for row in frame.index]
-    return frame
+    return frame, result["notes"]
+
+
+def comparison_frame(a: Run, b: Run) -> pd.DataFrame:
+    """comparison's table alone."""
+    return comparison(a, b)[0]
 
 
 def _paired_text(metric: Metric, difference: dict | None) -> str:
@@ -123,10 +132,9 @@ def _metric(row: str) -> Metric:
     return next(m for m in HEADLINE if m.short.format(k="k") == row)
 
 
-def comparison_table(a: Run, b: Run) -> Styler:
-    """comparison_frame styled for st.table: each row at its metric's digits, accuracies with '%' and their
+def comparison_table(frame: pd.DataFrame) -> Styler:
+    """A comparison's table styled for st.table: each row at its metric's digits, accuracies with '%' and their
     differences in 'pp' (a change of an accuracy is in percentage points, not a percentage), '–' where missing."""
-    frame = comparison_frame(a, b)
     styled = frame.style
     values = [c for c in frame.columns if c not in (DIFF, PAIRED)]
     for row in frame.index:

@@ -163,6 +163,22 @@ def _unlike(figure: Figure, a: dict, b: dict) -> str | None:
     return None
 
 
+def unlike(name: str, a: dict, b: dict) -> str | None:
+    """Why figure `name` of results a and b may not be subtracted: computed under other conditions (k, discount,
+    judge, kNN metric) or over other items; None where it may (also where a result is too old to say which items it
+    scored). compare() asks it of every figure and the Runs page's A − B column too, so the page shows a difference
+    only where the CLI computes one."""
+    figure = FIGURES.get(name)
+    if figure is None:  # no per-item arrays (the linear probe): nothing recorded to check
+        return None
+    if (why := _unlike(figure, a, b)) is not None:
+        return why
+    known = all(((r.get("items") or {}).get("of") or {}).get(figure.group) is not None for r in (a, b))
+    if known and not per_item.same_items(a, b, figure.group):
+        return f"the two evaluations scored different {figure.group}"
+    return None
+
+
 def _training_note(a: dict, b: dict, compared: list[Difference]) -> list[str]:
     """A note where compared text figures come from evaluations whose training sample differs (the kNN votes and the
     P@k pool are drawn from it)."""
@@ -197,11 +213,8 @@ def compare(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED, arrays: 
         if a.get(name) is None or b.get(name) is None:
             continue
         shown = figure_name(name, a) if a.get("k") == b.get("k") else f"{figure_name(name, a)} / {figure_name(name, b)}"
-        if (why := _unlike(figure, a, b)) is not None:
+        if (why := unlike(name, a, b)) is not None:
             notes.append(f"{shown} not compared: {why}")
-            continue
-        if not per_item.same_items(a, b, figure.group):
-            notes.append(f"{shown} not compared: the two evaluations scored different {figure.group}")
             continue
         if arrays_a is None or arrays_b is None:
             notes.append(f"{shown} not compared: per-item figures are not kept for "
