@@ -46,16 +46,16 @@ st.caption("**P@k**: rank-weighted share (unless the rank discount is none) of a
 runs = ui.run_store()
 
 
-def sts_section() -> None:
-    """STS Spearman before -> after of the runs that report it (runs on scored pairs), one chart and table per
-    corpus, each named; nothing when none does."""
-    rows = metric_changes(runs, "sts_spearman")
+def sts_section(fingerprint: str) -> None:
+    """STS Spearman before -> after of the runs on the session's corpus that report it (runs on scored pairs, or
+    given an STS corpus), named; nothing when none does."""
+    rows = metric_changes(runs, "sts_spearman", fingerprint)
     if not rows:
         return
     st.subheader("STS Spearman")
-    st.caption("Runs on a pair corpus with scores (or given one as their STS corpus): how well the cosine ranks the "
-               "target pairs like their gold score, before and after training (×100), with each figure's 95% "
-               "interval; one chart per corpus, whichever corpus this page's trade-off plot shows.")
+    st.caption("Runs on this corpus that report it (a pair corpus with scores, or runs given one as their STS "
+               "corpus): how well the cosine ranks the target pairs like their gold score, before and after training "
+               "(×100), with each figure's 95% interval.")
     sts = next(m for m in HEADLINE if m.key == "sts_spearman")
     for corpus in dict.fromkeys(r["corpus"] for r in rows):
         group = [r for r in rows if r["corpus"] == corpus]
@@ -73,10 +73,10 @@ def sts_section() -> None:
                "resamples): an interval that holds 0 is not a change this test set can show.")
 
 
-def ordering_section() -> None:
-    """Ordering accuracy and Kendall tau before -> after of the runs that report them (list recipes' runs); nothing
-    when none does."""
-    rows = change_table(runs, ("ordering_accuracy", "kendall_tau"))
+def ordering_section(fingerprint: str) -> None:
+    """Ordering accuracy and Kendall tau before -> after of the runs on the session's corpus that report them (list
+    recipes' runs); nothing when none does."""
+    rows = change_table(runs, ("ordering_accuracy", "kendall_tau"), fingerprint)
     if not rows:
         return
     st.subheader("List ordering")
@@ -87,14 +87,15 @@ def ordering_section() -> None:
     st.dataframe(rows, hide_index=True)
 
 
-def before_after_sections() -> None:
-    sts_section()
-    ordering_section()
+def before_after_sections(fingerprint: str) -> None:
+    """The sections of the runs on the corpus with this fingerprint, the session's: never another corpus's runs."""
+    sts_section(fingerprint)
+    ordering_section(fingerprint)
 
 
 corpus = ui.state.corpus()
 if corpus is not None and not kind_of(corpus).judged:
-    before_after_sections()  # the P@k / S@k parts below need labels
+    before_after_sections(corpus.fingerprint)  # the P@k / S@k parts below need labels
 corpus = ui.require_corpus("Trade-off")
 context = (ui.state.model_name(), corpus.fingerprint)  # what cached shares and quick runs belong to
 # (margin, trained every layer) -> run id
@@ -232,6 +233,6 @@ if picked is not None:
     if st.button(f"Train quick model at margin {picked:g}", icon=":material/bolt:", key="quick_train"):
         start_quick(picked)
     quick_status()
-before_after_sections()
+before_after_sections(corpus.fingerprint)
 with ui.guard("Preparing a worker"):
     keep_warm()  # last: its imports would slow the scoring and mining above on a small CPU

@@ -154,17 +154,19 @@ def test_train_page_previews_nli_lists_of_real_snli_pairs(app):
 
 
 def test_tradeoff_shows_a_list_runs_ordering_before_and_after(app):
+    at = paste_table(app, list_table())
+    fingerprint = at.session_state["corpus"].fingerprint
     runs = RunStore()
     listed = runs.create("train", {"recipe": "listmle", "corpus": "x"})
     runs.set_metrics_before(listed, {"ordering_accuracy": 0.4, "kendall_tau": 0.1, "n_lists": 3})
+    runs.set_progress(listed, summary={"corpus": {"fingerprint": fingerprint}})
     runs.mark_done(listed, metrics_after={"ordering_accuracy": 0.6, "kendall_tau": 0.35, "n_lists": 3})
-    sts = runs.create("train", {"recipe": "raoe", "corpus": "y"})
+    sts = runs.create("train", {"recipe": "raoe", "corpus": "y"})  # on another corpus: not this page's (issue 51)
     runs.set_metrics_before(sts, {"sts_spearman": 40.0})
     runs.mark_done(sts, metrics_after={"sts_spearman": 50.0})
-    at = paste_table(app, list_table())
     at.switch_page("app_pages/5_Trade-off.py").run()
     no_errors(at)
-    assert [s.value for s in at.subheader] == ["STS Spearman", "List ordering"]
+    assert [s.value for s in at.subheader] == ["List ordering"]
     table = at.dataframe[-1].value
     assert len(table) == 1 and table["run"][0].startswith("listmle") and table["run"][0].endswith(listed)
     assert table["Ordering accuracy"][0] == "40.0% → 60.0% (+20.0 pp)"

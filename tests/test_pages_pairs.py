@@ -293,3 +293,22 @@ def test_a_pair_file_in_its_release_s_own_columns_is_mapped_on_the_corpus_page(a
     button(at, "Run STS evaluation").click().run()
     no_errors(at)
     assert -100 <= float({m.label: m.value for m in at.metric}["STS Spearman"]) <= 100
+
+
+def test_the_trade_off_page_shows_the_sts_runs_of_its_own_corpus_only(app):
+    """Issue 51: the Trade-off page on an emotion corpus showed the STS sections of two other corpora (sick_pairs.csv,
+    stsb.csv), though its caption said it shows the corpus of its trade-off plot."""
+    at = paste_table(app, pasted(pair_table()))
+    fingerprint = at.session_state["corpus"].fingerprint
+    runs = RunStore()
+    for corpus, name in ((fingerprint, "this corpus"), ("0123456789abcdef", "another corpus")):
+        run = runs.create("train", {"recipe": "cosent", "corpus": f"{name}.csv"})
+        runs.set_metrics_before(run, {"sts_spearman": 40.0})
+        runs.set_progress(run, summary={"corpus": {"fingerprint": corpus, "name": name}})
+        runs.mark_done(run, metrics_after={"sts_spearman": 50.0})
+    at = at.switch_page("app_pages/5_Trade-off.py").run()
+    assert not at.exception
+    shown = [m.value for m in at.markdown if m.value.startswith("**On ")]
+    assert len(shown) == 1 and "1 run" in shown[0], shown
+    assert len(metric_changes(runs, "sts_spearman")) == 2
+    assert len(metric_changes(runs, "sts_spearman", fingerprint)) == 1

@@ -180,11 +180,11 @@ def _merged(group: list[dict]) -> dict:
 # --- a metric before -> after per run ----------------------------------------------------------------------
 
 
-def metric_changes(store: RunStore, key: str) -> list[dict]:
-    """Metric `key` before and after training of every finished train run that reports both, with each one's 95%
-    interval (None where it holds none), oldest first; empty when none does. Not every run reports every metric:
-    STS Spearman comes from a run on scored pairs (or given an STS corpus), ordering accuracy and Kendall tau from a
-    list recipe's run."""
+def metric_changes(store: RunStore, key: str, corpus: str | None = None) -> list[dict]:
+    """Metric `key` before and after training of every finished train run that reports both (on the corpus whose
+    fingerprint is `corpus`, when given), with each one's 95% interval (None where it holds none), oldest first;
+    empty when none does. Not every run reports every metric: STS Spearman comes from a run on scored pairs (or
+    given an STS corpus), ordering accuracy and Kendall tau from a list recipe's run."""
     rows, runs = [], []
     for run in store.list(kind="train", with_losses=False)[::-1]:
         before = (run.before or {}).get(key)
@@ -197,6 +197,9 @@ def metric_changes(store: RunStore, key: str) -> list[dict]:
                          "after_ci": figure_interval(run.metrics_after, key),
                          "paired": change_texts(run.before, run.metrics_after).get(key),
                          "corpus": ((run.progress.get("summary") or {}).get("corpus") or {}).get("fingerprint")})
+    if corpus is not None:
+        keep = {row["run_id"] for row in rows if row["corpus"] == corpus}
+        rows, runs = [row for row in rows if row["run_id"] in keep], [run for run in runs if run.id in keep]
     labels = run_labels(runs)  # two runs that differ only in their teacher are named apart
     names = corpus_names(runs)  # the corpus each section of rows belongs to, as the Runs page names it
     paths = {run.id: corpus_path(run) for run in runs}
@@ -211,12 +214,13 @@ def published_for(rows: list[dict], key: str) -> list[Published]:
     return [figure for fingerprint in corpora if (figure := published(fingerprint).get(key)) is not None]
 
 
-def change_table(store: RunStore, keys: tuple[str, ...]) -> list[dict]:
-    """One row per finished train run that reports any of the headline metrics `keys` before and after training:
-    run, recipe and, per metric, "before → after (change)" with the metric's own unit and digits; oldest first."""
+def change_table(store: RunStore, keys: tuple[str, ...], corpus: str | None = None) -> list[dict]:
+    """One row per finished train run (on the corpus `corpus` names, when given) that reports any of the headline
+    metrics `keys` before and after training: run, recipe and, per metric, "before → after (change)" with the
+    metric's own unit and digits; oldest first."""
     rows: dict[str, dict] = {}
     for metric in (m for m in HEADLINE if m.key in keys):
-        for r in metric_changes(store, metric.key):
+        for r in metric_changes(store, metric.key, corpus):
             row = rows.setdefault(r["run_id"], {"run": r["name"], "recipe": r["recipe"]})
             row[metric.short] = (f"{metric.text(r['before'])} → {metric.text(r['after'])} "
                                  f"({r['paired'] or metric.change_text(r['before'], r['after'])})")
