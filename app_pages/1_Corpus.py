@@ -248,8 +248,7 @@ def show_report(corpus) -> None:
     cards[2].metric("Empty texts", f"{report.empty_dropped:,}", border=True, help="Rows dropped: no text.")
     cards[3].metric("Missing labels", f"{report.missing_label_dropped:,}", border=True,
                     help="Rows dropped: a text without a label.")
-    cards[4].metric("Duplicates", f"{report.duplicates:,}", border=True,
-                    help="Dropped." if report.duplicates_dropped else "Kept; tick Drop duplicates to remove them.")
+    cards[4].metric("Duplicates", f"{duplicates_shown(report):,}", border=True, help=duplicates_help(report))
     overlong_slot = cards[5].empty()
     st.caption(f"{len(corpus.classes)} classes · {len(corpus.train_texts):,} train and {len(corpus.test_texts):,} "
                f"{corpus.target_split} texts · split: {report.split_source}")
@@ -266,6 +265,21 @@ def show_report(corpus) -> None:
         st.markdown(f"**Preview** · first {min(PREVIEW_ROWS, len(frame)):,} of {len(frame):,} texts")
         st.dataframe(frame.head(PREVIEW_ROWS), height=340, hide_index=True)
     overlong_card(overlong_slot, corpus)
+
+
+def duplicates_shown(report) -> int:
+    """The repeated texts of the training split, which training reads (the whole file's for a report without
+    per-split counts)."""
+    return next(iter(report.duplicates_by_split.values()), report.duplicates)
+
+
+def duplicates_help(report) -> str:
+    """The repeats of each split a run reads, train first, with the texts each holds under several labels; and
+    what dropping them does."""
+    counts = [f"{n:,} in {name} ({report.conflicting_by_split.get(name, 0):,} texts under different labels)"
+              for name, n in report.duplicates_by_split.items()]
+    where = f"Repeated texts: {', '.join(counts)}; {report.duplicates:,} over the whole file. " if counts else ""
+    return where + ("Dropped." if report.duplicates_dropped else "Kept; tick Drop duplicates to remove them.")
 
 
 def show_leakage(corpus) -> None:

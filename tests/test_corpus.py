@@ -343,3 +343,27 @@ def test_load_documents_needs_no_labels(tmp_path):
     assert load_documents(path) == ["First doc. Second sentence.", "Another doc."]
     with pytest.raises(UserError, match="no text column named"):
         load_documents(path, text_col="body")
+
+
+def _repeating_table() -> pd.DataFrame:
+    """40 train rows of which 6 repeat a text (4 of those texts under another label), 10 test rows with one repeat,
+    and 12 rows of a split no run uses, all repeats."""
+    rows = [{"text": f"train text {i}", "label": "ab"[i % 2], "split": "train"} for i in range(34)]
+    rows += [{"text": f"train text {i}", "label": "ab"[(i + (i < 4)) % 2], "split": "train"} for i in range(6)]
+    rows += [{"text": f"test text {i}", "label": "ab"[i % 2], "split": "test"} for i in range(9)]
+    rows += [{"text": "test text 0", "label": "a", "split": "test"}]
+    rows += [{"text": "spare", "label": "a", "split": "unused"} for _ in range(12)]
+    return pd.DataFrame(rows)
+
+
+def test_duplicates_are_counted_per_split_a_run_reads_train_first():
+    """Issue 51: the Corpus page said 52 duplicates over the whole file, a split no run uses included; the training
+    split's count (31 there, 30 of them with conflicting labels) is the one that matters."""
+    df = _repeating_table()
+    corpus = build_corpus(df, detect_columns(df), name="t")
+    report = corpus.report
+    assert report.duplicates == 6 + 1 + 11  # the whole file, as drop_duplicates drops them
+    assert report.duplicates_by_split == {"train": 6, "test": 1}
+    assert report.conflicting_by_split == {"train": 4, "test": 0}
+    assert ("4 texts of the train split appear more than once with different labels; check them or drop "
+            "duplicates.") in report.warnings

@@ -188,3 +188,14 @@ def test_page_validates_a_table_under_a_progress_bar(app, monkeypatch):
     no_errors(at)
     assert seen and all(isinstance(bar, ProgressBar) for bar in seen)
     assert at.session_state["corpus"].name == "pasted table"
+
+
+def test_the_duplicates_card_counts_the_training_split_and_says_the_others(app):
+    from tests.test_corpus import _repeating_table
+
+    at = paste_table(app, _repeating_table().to_csv(index=False))
+    no_errors(at)
+    card = next(m for m in at.metric if m.label == "Duplicates")
+    assert card.value == "6"
+    assert card.help.startswith("Repeated texts: 6 in train (4 texts under different labels), 1 in test (0 texts "
+                                "under different labels); 18 over the whole file. Kept;")

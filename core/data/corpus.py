@@ -22,10 +22,10 @@ import pandas as pd
 from core.data.lists import ListCorpus, neighbour_lists
 from core.data.table import (DEFAULT_MAX_BYTES, HOLDOUT_FRACTION, LEAK_EXAMPLES, MIN_ROWS, SPLIT_NAMES, SPLIT_SEED,
                              ColumnError, check_target_values, check_unique_names, clean_labels, clean_splits,
-                             clean_texts, dropped_rows, guess_label_column, guess_text_column, is_split_column,
-                             kept_text, known_columns, leak_text, long_texts, missing_markers, read_file,
-                             resolve_column, seeded_holdout, sorted_classes, split_by_column, split_ratio,
-                             target_warnings, undetected)
+                             clean_texts, conflict_warnings, dropped_rows, guess_label_column, guess_text_column,
+                             is_split_column, kept_text, known_columns, leak_text, long_texts, missing_markers,
+                             read_file, resolve_column, seeded_holdout, sorted_classes, split_by_column,
+                             split_duplicates, split_ratio, target_warnings, undetected)
 from core.errors import UserError, shorten
 from core.storage import ASSETS
 
@@ -56,11 +56,13 @@ class ValidationReport:
     rows_kept: int
     empty_dropped: int
     missing_label_dropped: int
-    duplicates: int
+    duplicates: int  # over the whole file, as drop_duplicates drops them
     duplicates_dropped: int
     class_counts: dict[str, int]
     split_source: str
     warnings: list[str] = field(default_factory=list)
+    duplicates_by_split: dict[str, int] = field(default_factory=dict)  # repeats within each split a run reads
+    conflicting_by_split: dict[str, int] = field(default_factory=dict)  # texts a split holds under several labels
     leaked: int = 0  # target rows whose text is also a training text (leak_text: case, spacing, accents ignored)
     leaked_dropped: int = 0  # those of them dropped from the target split (drop_leaked)
     leaked_examples: list[str] = field(default_factory=list)  # the first few leaked texts
@@ -197,7 +199,6 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
 
     stage(2)
     dup_mask = texts.duplicated().to_numpy()
-    warnings += _duplicate_warnings(texts, labels)
     if drop_duplicates:
         texts, labels = texts[~dup_mask].reset_index(drop=True), labels[~dup_mask].reset_index(drop=True)
         splits = splits[~dup_mask].reset_index(drop=True) if splits is not None else None
@@ -224,7 +225,8 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
                             "dropping them would leave nothing to evaluate on; keep them or fix the split.")
         target = np.setdiff1d(target, leaked)
 
-    warnings += target_warnings(label_arr[train], label_arr[target], target_split)
+    repeats, conflicting = split_duplicates(texts, labels, {"train": train, target_split: target})
+    warnings += conflict_warnings(conflicting) + target_warnings(label_arr[train], label_arr[target], target_split)
     classes = sorted_classes(set(label_arr))
     code = {c: i for i, c in enumerate(classes)}
     codes = np.array([code[c] for c in label_arr], dtype=np.int64)
@@ -232,7 +234,8 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
     report = ValidationReport(
         rows_read=len(df), rows_kept=len(texts) - leaked_dropped, empty_dropped=int(empty.sum()),
         missing_label_dropped=int(missing.sum()), duplicates=int(dup_mask.sum()),
-        duplicates_dropped=int(dup_mask.sum()) if drop_duplicates else 0,
+        duplicates_dropped=int(dup_mask.sum()) if drop_duplicates else 0, duplicates_by_split=repeats,
+        conflicting_by_split=conflicting,
         class_counts=_counts(classes, np.delete(codes, leaked[:leaked_dropped])), split_source=source,
         warnings=warnings,
         leaked=len(leaked), leaked_dropped=leaked_dropped,
@@ -243,14 +246,6 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
                     target_split=target_split, report=report)
     stage(len(BUILD_STAGES))
     return corpus
-
-
-def _duplicate_warnings(texts: pd.Series, labels: pd.Series) -> list[str]:
-    per_text = pd.DataFrame({"t": texts, "l": labels}).groupby("t", sort=False)["l"].nunique()
-    n_conflict = int(per_text.gt(1).sum())
-    if not n_conflict:
-        return []
-    return [f"{n_conflict} texts appear more than once with different labels; check them or drop duplicates."]
 
 
 def _check_enough(rows_read: int, rows_kept: int, labels: pd.Series) -> None:

@@ -562,6 +562,28 @@ def target_warnings(train_labels: np.ndarray, target_labels: np.ndarray, target_
     return out
 
 
+def split_duplicates(texts: pd.Series, labels: pd.Series, parts: dict[str, np.ndarray]
+                     ) -> tuple[dict[str, int], dict[str, int]]:
+    """Per split (name -> its rows), the rows that repeat an earlier text of the same split, and the texts it holds
+    under more than one label: counted where a run reads them, not over rows of a split no run uses."""
+    repeats, conflicting = {}, {}
+    for name, rows in parts.items():
+        part = pd.DataFrame({"t": texts.iloc[rows].to_numpy(), "l": labels.iloc[rows].to_numpy()})
+        repeats[name] = int(part["t"].duplicated().sum())
+        conflicting[name] = int(part.groupby("t", sort=False)["l"].nunique().gt(1).sum())
+    return repeats, conflicting
+
+
+def conflict_warnings(conflicting: dict[str, int]) -> list[str]:
+    """The texts a split holds under several labels, in words, the first split (train) first; [] where none does."""
+    if not any(conflicting.values()):
+        return []
+    (first, n), *rest = conflicting.items()
+    others = ", ".join(f"{m:,} in the {name} split" for name, m in rest if m)
+    return [f"{n:,} texts of the {first} split appear more than once with different labels"
+            + (f" ({others})" if others else "") + "; check them or drop duplicates."]
+
+
 def split_ratio() -> str:
     held = round(HOLDOUT_FRACTION * 100)
     return f"{100 - held}:{held}"
