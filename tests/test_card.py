@@ -90,7 +90,8 @@ def test_the_saved_folder_quotes_no_training_or_test_text_by_default(trained):
     assert cfg.card_examples is False
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert "* Samples:" not in card and "source_sentence" not in card
-    assert "The weather is lovely today." in card  # the usage snippet falls back to sentence-transformers' own
+    # sentence-transformers' stock usage sentences, placeholders and blog links are not true of this model (issue 51)
+    assert "The weather is lovely today." not in card and "<!--" not in card and "Additional Resources" not in card
 
 
 def test_card_examples_keeps_sentence_transformers_examples(tmp_path_factory, tiny_model_dir):
@@ -279,8 +280,22 @@ def test_the_card_reads_as_the_app_does(trained):
     folder, result, cfg = trained
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert "sentence_transformers_model_id" not in card and "Download from the" not in card
-    assert card.count('SentenceTransformer("path/to/this/folder")') == 2  # ours, and sentence-transformers' snippet
+    assert card.count('SentenceTransformer("path/to/this/folder")') == 1  # ours; the stock usage section is cut
     assert f"- **Training**: {fmt_seconds(result['timings']['train_s'])} (the optimiser steps" in card
     pairs = {"before": {"sts_spearman": 80.0}, "after": {"sts_spearman": 81.0, "k": 16}}
     assert "| metric | before | after | change |" in contrastlab_card_section(cfg, pairs)
     assert "| metric (k = 16) | before | after | change |" in card  # P@k beside: its k is named
+
+
+def test_a_pair_run_s_card_states_only_the_settings_it_used():
+    """Issue 51: a pair run's card listed mining settings (mine_k, threshold) and a reference 'for mining, S@k' the
+    run never used: it trains on the corpus's own pairs and reports STS Spearman."""
+    cfg = TrainConfig(corpus="sick.csv", recipe="cosent")
+    result = {"corpus": {"kind": "pairs", "name": "sick", "rows_train": 90, "rows_test": 30, "target_split": "test"},
+              "before": {"sts_spearman": 70.0}, "after": {"sts_spearman": 75.0}, "examples": {"examples": 90}}
+    section = contrastlab_card_section(cfg, result)
+    assert "mine_k" not in section and "threshold" not in section and "Reference model" not in section
+    labelled = {**result, "corpus": {"name": "demo", "rows_train": 90, "rows_test": 10, "classes": ["a", "b"]},
+                "before": {"polarity": 60.0}, "after": {"polarity": 70.0}}
+    shown = contrastlab_card_section(TrainConfig(corpus="demo.csv", recipe="cosent"), labelled)
+    assert "`mine_k` = 5" in shown and "- **Reference model (mining, S@k):**" in shown

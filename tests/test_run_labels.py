@@ -67,7 +67,7 @@ def test_a_run_alone_is_named_by_its_settings_off_their_defaults(tmp_path):
     runs = [store.get(i) for i in ids]
     assert [own_settings_text(r) for r in runs] == ["teacher score", "", "teacher all-mpnet-base-v2"]
     names = [export_name(r) for r in runs]
-    assert names[0] == f"contrastlab-raoe-m2-teacher_score-{ids[0]}" and names[1] == f"contrastlab-raoe-m2-{ids[1]}"
+    assert names[0] == f"contrastlab-raoe-I2-teacher_score-{ids[0]}" and names[1] == f"contrastlab-raoe-I2-{ids[1]}"
     long = store.get(store.create("train", {"recipe": "raoe", "corpus": "x.csv", "teacher": "t" * 300}))
     assert export_name(long).endswith(long.id) and len(export_name(long)) <= EXPORT_NAME_CHARS
     rows = [{"run_id": i, "name": f"raoe · teacher {t} · {i}", "before": 80.0, "after": 81.0, "change": 1.0}
@@ -121,3 +121,17 @@ def test_runs_names_each_run_s_knob_by_its_recipe_s_name_for_it(contrastlab_home
     assert main(["runs"]) == 0
     out = capsys.readouterr().out
     assert "nudge weight w 0.7" in out and "scale 20.0" in out and "margin" not in out
+
+
+def test_an_export_folder_names_the_knob_by_its_own_letter():
+    """Issue 51: a CoSENT run's export folder read 'cosent-m20.0', its scale shown as a margin."""
+    from core.runs.export import export_name
+    from core.runs.store import RunStore
+
+    store = RunStore()
+    settings = (("cosent", {"margin": 20.0}), ("triplet", {"margin": 0.1}), ("listmle", {"w": 0.7}))
+    named = {recipe: export_name(store.get(store.create("train", {"recipe": recipe, **setting})))
+             for recipe, setting in settings}
+    assert named["cosent"].startswith("contrastlab-cosent-s20.0-")
+    assert named["triplet"].startswith("contrastlab-triplet-m0.1-")
+    assert named["listmle"].startswith("contrastlab-listmle-w0.7-")

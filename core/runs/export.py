@@ -21,7 +21,7 @@ from core.data.content import given_file_name
 from core.data.kinds import load_any
 from core.errors import UserError, os_error
 from core.models.loading import load_model
-from core.runs.labels import knob_value, own_settings_text
+from core.runs.labels import knob_name, knob_value, own_settings_text
 from core.runs.store import Run, RunStore
 from core.training.config import corpus_options, portable
 
@@ -35,12 +35,21 @@ def safe_name(name: str, limit: int = 80) -> str:
     return cleaned[:limit] or "export"
 
 
+def knob_letter(recipe: str) -> str:
+    """What an export's folder name calls a recipe's knob: m for a margin, s for a scale, w, I (its name's last word,
+    its first letter where longer): a CoSENT run's folder read 'cosent-m20.0', a scale shown as a margin."""
+    word = (knob_name(recipe) or "margin").split()[-1]
+    return word if len(word) == 1 else word[0]
+
+
 def export_name(run) -> str:
-    """contrastlab-<recipe>-m<knob>-<its settings off their defaults>-<run id>: the folder says what tells the run apart
-    from its recipe's other runs (two RAOE runs that differ only in their teacher); cut before the id, never in it."""
+    """contrastlab-<recipe>-<knob letter><knob>-<its settings off their defaults>-<run id>: the folder says what tells
+    the run apart from its recipe's other runs (two RAOE runs that differ only in their teacher); cut before the id,
+    never in it."""
     cfg = run.config
     knob = knob_value(cfg)
-    tag = "-".join(p for p in (str(cfg.get("recipe", run.kind)), f"m{knob}" if knob is not None else "",
+    tag = "-".join(p for p in (str(cfg.get("recipe", run.kind)),
+                               f"{knob_letter(str(cfg.get('recipe', '')))}{knob}" if knob is not None else "",
                                own_settings_text(run, sep="-")) if p)
     stem = safe_name(f"contrastlab-{tag}", limit=EXPORT_NAME_CHARS - len(run.id) - 1)
     return safe_name(f"{stem}-{run.id}", limit=EXPORT_NAME_CHARS)

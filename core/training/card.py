@@ -29,6 +29,7 @@ from core.models.ata import ATAPooling
 from core.training.config import TrainConfig, checkpoint_text
 from core.training.eta import fmt_seconds
 from core.training.raoe import PAPER_BATCH, self_taught, teacher_names
+from core.training.recipe import MINING
 from core.training.recipes import get_recipe
 
 CONFIG_FILE = "config.yaml"  # the config an export writes beside the card (core.runs.export), named in the card
@@ -45,7 +46,7 @@ def save_with_card(model, path: Path, cfg: TrainConfig, result: dict) -> None:
     fill_card_data(model.model_card_data, cfg, result)
     model.save(str(path))
     readme = path / "README.md"
-    card = local_snippet(readme.read_text(encoding="utf-8")) if readme.exists() else ""
+    card = trimmed(local_snippet(readme.read_text(encoding="utf-8")), cfg.card_examples) if readme.exists() else ""
     ata = any(isinstance(module, ATAPooling) for module in model)  # chosen for this run, or the base model's own
     readme.write_text(lead_with(card, contrastlab_card_section(cfg, result, ata)), encoding="utf-8")
 
@@ -58,6 +59,25 @@ def local_snippet(card: str) -> str:
     """sentence-transformers' usage snippet loads a Hub id the model does not have ("sentence_transformers_model_id",
     under "Download from the Hub"); the model is a folder, so the snippet loads the folder."""
     return HUB_SNIPPET.sub(LOCAL_LOAD, card)
+
+
+PLACEHOLDER = re.compile(r"\n?<!--.*?-->\n?", flags=re.DOTALL)  # the template's commented-out fields
+
+
+def _without_section(card: str, title: str) -> str:
+    """`card` without its level-2 section `title`, up to the next level-2 heading."""
+    return re.sub(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", "", card, flags=re.MULTILINE | re.DOTALL)
+
+
+def trimmed(card: str, examples: bool) -> str:
+    """sentence-transformers' card cut to what is true of this model: no commented-out placeholders (language,
+    license, glossary), no links to the library's blog posts ("Additional Resources") and, unless the run quotes its
+    own examples (card_examples), no usage snippet over the library's stock sentences ("The weather is lovely
+    today."): the ContrastLab section says how to load the folder."""
+    card = _without_section(PLACEHOLDER.sub("\n", card), "Additional Resources")
+    if not examples:
+        card = _without_section(card, "Usage")
+    return re.sub(r"\n{3,}", "\n\n", card)
 
 
 def fill_card_data(data, cfg: TrainConfig, result: dict) -> None:
@@ -125,13 +145,18 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     before, after = result.get("before", {}), result.get("after", {})
     k = after.get("k", cfg.eval_k)
     uniform = after.get("discount", cfg.discount) == "none"  # P@k / S@k's weighting, said where not the default
-    settings = cfg.recipe_settings
+    kind = kind_of(corpus)
+    mined = kind.mined  # a pair or list corpus's own examples: no mining settings to state
+    settings = {name: value for name, value in cfg.recipe_settings.items()
+                if mined or name not in {p.name for p in MINING}}
     knob = recipe.knob_param
+    uses = [use for use, used in (("mining", mined), ("S@k", kind.judged),
+                                  ("teacher", settings.get("teacher") == "reference")) if used]
     lines = [
         "## ContrastLab fine-tuning",
         "",
         f"- **Base model:** {_code(cfg.model)}",
-        f"- **Reference model (mining, S@k):** {_code(cfg.reference or cfg.model)}",
+        *([f"- **Reference model ({', '.join(uses)}):** {_code(cfg.reference or cfg.model)}"] if uses else []),
         f"- **Corpus:** {_code(corpus_name(cfg, result))}: {_corpus_text(corpus)}",
         *([f"- **Leakage:** {leak}"] if (leak := _leakage_text(corpus)) else []),
         f"- **Recipe:** {recipe.title} (`{cfg.recipe}`)"
