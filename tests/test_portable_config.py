@@ -121,6 +121,14 @@ def test_the_documented_re_run_from_the_folder_that_holds_both_files_stores_abso
     (lambda df: df.assign(label=df["label"].str.upper()), "other values in the column 'label'"),
     (lambda df: df.assign(label=df["label"].str.upper(), text=df["text"] + "!"),
      "other values in the columns 'text', 'label'"),
+    # issue 51: the same rows in another order said "other values in the columns 'text', 'label', 'split'"
+    (lambda df: df.iloc[::-1], "the same rows in another order, so the splits are the same, but the samples drawn "
+     "from the training rows by position (the P@k source pool, mined examples) are other draws"),
+    (lambda df: df.iloc[::-1][["split", "label", "text"]],  # the columns' order in the file is no matter
+     "the same rows in another order, so the splits are the same, but the samples drawn from the training rows by "
+     "position (the P@k source pool, mined examples) are other draws"),
+    (lambda df: df.assign(text=df["label"], label=df["text"]), "the same values with the columns 'text' and 'label' "
+     "swapped"),
 ])
 def test_a_given_file_with_other_content_is_used_with_one_warning_saying_what_differs(exported, tmp_path, change,
                                                                                     said):
@@ -131,6 +139,41 @@ def test_a_given_file_with_other_content_is_used_with_one_warning_saying_what_di
     given = TrainConfig.from_file(config, {"corpus": str(other)}, heard.append)
     assert given.corpus == str(other)
     assert heard == [f"{other} is not the {NAME} that config {config} trained on: {said}; training on it anyway."]
+
+
+def test_another_row_order_without_a_split_column_says_the_hold_out_is_another_draw(tmp_path, tiny_model_dir):
+    from core.training.config import portable
+
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    rows = reviews().drop(columns="split")
+    rows.to_csv(first, index=False)
+    rows.iloc[::-1].to_csv(second, index=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(portable(TrainConfig(corpus=str(first), model=str(tiny_model_dir)).to_dict())))
+    heard: list[str] = []
+    TrainConfig.from_file(config, {"corpus": str(second)}, heard.append)
+    assert heard == [f"{second} is not the a.csv that config {config} trained on: the same rows in another order, and "
+                     "the held-out test set is drawn from the row order, so it is a different draw; training on it "
+                     "anyway."]
+
+
+def test_a_pair_file_with_its_texts_swapped_says_its_cosines_are_unchanged(tmp_path, tiny_model_dir):
+    from core.training.config import portable
+
+    pairs = pd.DataFrame({"text1": [f"a cat {i}" for i in range(40)], "text2": [f"a dog {i % 7}" for i in range(40)],
+                          "score": [float(i % 5) for i in range(40)]})
+    first, second = tmp_path / "pairs.csv", tmp_path / "swapped.csv"
+    pairs.to_csv(first, index=False)
+    pairs.rename(columns={"text1": "text2", "text2": "text1"})[["text1", "text2", "score"]].to_csv(second, index=False)
+    config = tmp_path / "config.yaml"
+    settings = {"corpus": str(first), "model": str(tiny_model_dir), "recipe": "cosent", "text1_col": "text1",
+                "text2_col": "text2", "score_col": "score"}
+    config.write_text(yaml.safe_dump(portable(TrainConfig(**settings).to_dict())))
+    heard: list[str] = []
+    TrainConfig.from_file(config, {"corpus": str(second)}, heard.append)
+    assert heard == [f"{second} is not the pairs.csv that config {config} trained on: the same values with the columns "
+                     "'text1' and 'text2' swapped: every pair's two texts are swapped, which leaves every cosine and "
+                     "STS Spearman as they were; training on it anyway."]
 
 
 def test_extra_columns_of_the_original_file_are_not_a_difference(exported, tmp_path):

@@ -21,6 +21,10 @@ COLUMN_DIGITS = 16  # hex digits of a column's fingerprint: enough to tell colum
 _MISSING = "\x00"  # a missing cell, which no text read from a file holds, so the text "nan" stays a value
 
 
+ORDER_ONLY = "the same rows in another order"  # Content.difference's words where only the row order differs
+SWAPPED = "the same values with the columns"  # and where two columns' values are swapped
+
+
 def column_fingerprint(values: pd.Series) -> str:
     """The values of one column as text, missing cells apart: a CSV's 1 and a JSONL's "1" are the same value, as a
     run reads them as the same label."""
@@ -29,21 +33,34 @@ def column_fingerprint(values: pd.Series) -> str:
     return hashlib.sha256("\x1e".join(cells).encode("utf-8", "surrogatepass")).hexdigest()[:COLUMN_DIGITS]
 
 
+def rowset_fingerprint(df: pd.DataFrame) -> str:
+    """The table's rows as a multiset, whatever their order: each row's cells (columns by name) hashed, the hashes
+    sorted, so the same rows in another order have the same rowset and another order is told from other values."""
+    names = sorted(map(str, df.columns))
+    cells = [df[name].astype(object).where(df[name].notna(), _MISSING).map(str).tolist() for name in names]
+    rows = sorted(hashlib.sha256("\x1f".join(row).encode("utf-8", "surrogatepass")).digest() for row in zip(*cells))
+    return hashlib.sha256(b"".join(rows)).hexdigest()[:COLUMN_DIGITS]
+
+
 @dataclass(frozen=True)
 class Content:
-    """The rows and per-column fingerprints of a table (or of the columns of it a run read)."""
+    """The rows and per-column fingerprints of a table (or of the columns of it a run read), and its rows as a
+    multiset (`rowset`; None in an entry written before it was recorded)."""
 
     rows: int
     columns: dict[str, str]  # column name -> column_fingerprint
+    rowset: str | None = None
 
     @classmethod
     def of(cls, df: pd.DataFrame) -> Content:
-        return cls(len(df), {str(name): column_fingerprint(df[name]) for name in df.columns})
+        return cls(len(df), {str(name): column_fingerprint(df[name]) for name in df.columns}, rowset_fingerprint(df))
 
     @classmethod
-    def of_file(cls, path: str | Path) -> Content:
-        """The content of a file as a corpus loader reads it (a one-line UserError when it cannot be read)."""
-        return cls.of(read_file(Path(path))[0])
+    def of_file(cls, path: str | Path, columns: Iterable[str] | None = None) -> Content:
+        """The content of a file as a corpus loader reads it (a one-line UserError when it cannot be read); of the
+        `columns` it has among those named, when given, as a run that read only them records it."""
+        df = read_file(Path(path))[0]
+        return cls.of(df if columns is None else df[[c for c in columns if c in df.columns]])
 
     @property
     def fingerprint(self) -> str:
@@ -53,20 +70,27 @@ class Content:
 
     def entry(self) -> dict:
         """The content as a portable config names it, beside the file's name."""
-        return {"content": self.fingerprint, "rows": self.rows, "columns": dict(self.columns)}
+        return {"content": self.fingerprint, "rows": self.rows, "columns": dict(self.columns),
+                **({"rowset": self.rowset} if self.rowset else {})}
 
     def difference(self, expected: Content) -> str:
-        """What differs from the `expected` content, in words ('19,990 rows, not 20,000'); '' when it is the same
-        (columns the expected content lacks are ignored)."""
+        """What differs from the `expected` content, in words ('19,990 rows, not 20,000'; 'the same rows in another
+        order'; 'the columns 'text1' and 'text2' swapped'); '' when it is the same (columns the expected content
+        lacks are ignored)."""
         missing = [name for name in expected.columns if name not in self.columns]
         if missing:
             return f"it lacks the column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}"
         if self.rows != expected.rows:
             return f"it has {self.rows:,} row{'' if self.rows == 1 else 's'}, not {expected.rows:,}"
         other = [name for name, digest in expected.columns.items() if self.columns[name] != digest]
-        if other:
-            return f"other values in the column{'s' if len(other) > 1 else ''} {', '.join(map(repr, other))}"
-        return ""
+        if not other:
+            return ""
+        if expected.rowset is not None and self.rowset == expected.rowset:  # both over the expected columns
+            return ORDER_ONLY
+        if len(other) == 2 and (self.columns[other[0]], self.columns[other[1]]) == (
+                expected.columns[other[1]], expected.columns[other[0]]):
+            return f"{SWAPPED} {other[0]!r} and {other[1]!r} swapped"
+        return f"other values in the column{'s' if len(other) > 1 else ''} {', '.join(map(repr, other))}"
 
 
 def saved_copy_path(fingerprint: str) -> Path:

@@ -259,7 +259,8 @@ def _check_world(checked: dict) -> None:
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 HEX = re.compile(r"[0-9a-f]+")
-ENTRY_KEYS = ("name", "content", "rows", "columns", "sha256")  # sha256: older exports named a file by its bytes
+ENTRY_KEYS = ("name", "content", "rows", "columns", "rowset", "sha256")  # sha256: older exports named a file by its
+# bytes; rowset: the rows as a multiset, so another order of the same rows is told apart (not in older exports)
 CONTENT_KEYS = ("content", "rows", "columns")
 
 
@@ -401,7 +402,10 @@ def _content(key: str, value: dict) -> Content | None:
                        for c, d in columns.items())):
         raise UserError(f"{key}'s columns must map each column name to its {COLUMN_DIGITS}-digit fingerprint, got "
                         f"{shorten(columns)}.")
-    content = Content(rows, dict(columns))
+    rowset = value.get("rowset")
+    if rowset is not None and not (isinstance(rowset, str) and len(rowset) == COLUMN_DIGITS and HEX.fullmatch(rowset)):
+        raise UserError(f"{key}'s rowset must be a {COLUMN_DIGITS}-digit fingerprint, got {shorten(rowset)}.")
+    content = Content(rows, dict(columns), rowset)
     if not (isinstance(value["content"], str) and value["content"].lower() == content.fingerprint):
         raise UserError(f"{key}'s content {shorten(value['content'])} is not the fingerprint of its rows and "
                         f"columns ({content.fingerprint}); the entry was edited, so it cannot say which file it names.")
@@ -415,11 +419,31 @@ def _difference(path: Path, content: Content | None, sha: str | None) -> str:
 
     try:
         if content is not None:
-            return Content.of_file(path).difference(content)
+            return Content.of_file(path, content.columns).difference(content)
         got = sha and file_sha256(path)
         return "" if got == sha else f"its sha256 is {got}, not {sha}"
     except (UserError, OSError):
         return "it cannot be read"
+
+
+def _what_it_changes(differs: str, data: dict, content: Content | None) -> str:
+    """Why a difference of order or of swapped columns matters to the run, or that it does not: the same rows in
+    another order draw another held-out test set where no split column gives one (named, or found by its name among
+    the columns the run read), and other samples by position even where it does; the two texts of every pair swapped
+    leave every cosine, and so STS Spearman, as they were."""
+    from core.data.content import ORDER_ONLY, SWAPPED
+    from core.data.table import SPLIT_NAMES
+
+    if differs == ORDER_ONLY:
+        columns = content.columns if content is not None else {}
+        if not (data.get("split_col") or any(name.lower() in SPLIT_NAMES for name in columns)):
+            return ", and the held-out test set is drawn from the row order, so it is a different draw"
+        return (", so the splits are the same, but the samples drawn from the training rows by position (the P@k "
+                "source pool, mined examples) are other draws")
+    pair = {data.get("text1_col") or "text1", data.get("text2_col") or "text2"}
+    if differs.startswith(SWAPPED) and all(f"{column!r}" in differs for column in pair):
+        return ": every pair's two texts are swapped, which leaves every cosine and STS Spearman as they were"
+    return ""
 
 
 def _places(config_dir: Path) -> list[Path]:
@@ -459,8 +483,8 @@ def locate_files(data: dict, config: Path, given: dict | None = None,
             if warn is not None and Path(chosen).is_file() and (content or sha):
                 differs = _difference(Path(chosen), content, sha)
                 if differs:
-                    warn(f"{chosen} is not the {name} that config {config} trained on: {differs}; training on it "
-                         "anyway.")
+                    warn(f"{chosen} is not the {name} that config {config} trained on: {differs}"
+                         f"{_what_it_changes(differs, data, content)}; training on it anyway.")
             continue
         candidates = [folder / name for folder in _places(config.parent)]
         if content is not None:
