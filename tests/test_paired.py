@@ -120,7 +120,8 @@ def test_an_evaluation_keeps_its_per_item_arrays(tiny_model, tmp_path):
     arrays = per_item.load(result)
     n = len(corpus.test_texts)
     assert {k: len(v) for k, v in arrays.items()} == {k: n for k in ("polarity", "similarity", "knn_pred",
-                                                                        "knn_label", "knn_neighbours")}
+                                                                        "knn_label", "knn_neighbours", "texts_order")}
+    assert sorted(arrays["texts_order"].tolist()) == list(range(n))  # a permutation: the canonical order of the texts
     assert arrays["polarity"].mean() * 100 == pytest.approx(result["polarity"])
     assert (arrays["knn_pred"] == arrays["knn_label"]).mean() == pytest.approx(result["knn_accuracy"])
     assert arrays["knn_neighbours"].max() < len(corpus.train_texts)
@@ -194,7 +195,7 @@ def test_per_class_differences_equal_a_direct_loop_and_reach_the_per_class_table
     from core.runs.store import RunStore
 
     run = RunStore().get(runs[1])
-    a, b = per_item.load(run.before), per_item.load(run.metrics_after)
+    a, b = per_item.load_canonical(run.before), per_item.load_canonical(run.metrics_after)  # as compared
     rows = class_differences(run.before, run.metrics_after, count=200, seed=4)
     labels = a["knn_label"]
     assert [r["code"] for r in rows] == sorted(set(labels.tolist()))
@@ -212,3 +213,36 @@ def test_per_class_differences_equal_a_direct_loop_and_reach_the_per_class_table
     frame = per_class_frame(run.before, run.metrics_after)
     column = "kNN recall change 95% CI, p"
     assert column in frame and all(text.startswith("[") and ", p " in text for text in frame[column])
+
+
+def test_the_same_items_in_another_order_are_compared_item_by_item(tiny_model):
+    """Issue 51: two evaluations of the same test texts in another row order were told they "scored different texts",
+    and pairs with text1 and text2 swapped "different pairs", though cosine is symmetric. Items match as sets, pairs
+    either way round, and their arrays are lined up item by item (load_canonical)."""
+    import pandas as pd
+
+    from core.data.corpus import build_corpus, detect_columns
+    from core.data.pairs import build_pairs, detect_pair_columns
+    from core.evaluation.corpus_eval import evaluate_corpus
+    from core.evaluation.paired import compare
+
+    rows = pd.DataFrame({"text": [f"a {'good' if i % 2 else 'bad'} film {i}" for i in range(60)],
+                         "label": ["pos" if i % 2 else "neg" for i in range(60)],
+                         "split": ["test" if i % 4 == 0 else "train" for i in range(60)]})
+    first = build_corpus(rows, detect_columns(rows), name="a")
+    shuffled = rows.sample(frac=1, random_state=3).reset_index(drop=True)
+    second = build_corpus(shuffled, detect_columns(shuffled), name="b")
+    a, b = (evaluate_corpus(tiny_model, tiny_model, c) for c in (first, second))
+    assert per_item.same_items(a, b, "texts")
+    assert np.array_equal(*(per_item.load_canonical(r)["knn_pred"] for r in (a, b)))  # item i: one text in both
+    diffs, notes = compare(a, b)
+    assert "knn_accuracy" in {d.name for d in diffs} and not any("different texts" in n for n in notes), notes
+
+    pairs = pd.DataFrame({"text1": [f"a cat {i}" for i in range(40)], "text2": [f"a dog {i % 9}" for i in range(40)],
+                          "score": [float(i % 5) for i in range(40)], "split": ["test"] * 20 + ["train"] * 20})
+    swapped = pairs.rename(columns={"text1": "text2", "text2": "text1"})
+    p, q = (evaluate_corpus(tiny_model, tiny_model, build_pairs(df, detect_pair_columns(df), "p")) for df in
+            (pairs, swapped))
+    assert per_item.same_items(p, q, "pairs") and p["sts_spearman"] == pytest.approx(q["sts_spearman"], abs=1e-9)
+    diffs, notes = compare(p, q)
+    assert [d.name for d in diffs] == ["sts_spearman"] and diffs[0].delta == pytest.approx(0.0, abs=1e-9), notes

@@ -23,7 +23,8 @@
   settings): ``evaluate_corpus``, ``evaluation_texts``.
 - ``items``: what each test item scored in an evaluation (P and S per text, the kNN vote and neighbours, cosine per
   pair, order per list), stored beside the cached result, named by the items' content and the conditions the figures
-  were computed under: ``save``, ``load``, ``items_key``, ``same_items``, ``conditions``, ``GROUPS``.
+  were computed under: ``save``, ``load``, ``load_canonical``, ``canonical``, ``same_items``, ``conditions``,
+  ``GROUPS``.
 - ``paired``: is a difference real? Paired bootstrap intervals and p-values of b - a over the same test items, and
   McNemar for right / wrong figures, only like with like and not below MIN_ITEMS items: ``compare``, ``compared``
   (cached), ``change_texts``, ``paired_bootstrap``, ``interval_and_p``, ``figure_name``, ``mcnemar``, ``FIGURES``,

@@ -23,7 +23,7 @@ from core.data.lists import ListCorpus
 from core.data.pairs import PairCorpus
 from core.evaluation import items as per_item
 from core.evaluation.evaluate import EvalSets, EvalSettings, PhaseProgress, eval_sets, evaluate
-from core.evaluation.items import CONDITIONS, CONTENT_VERSION, ITEMS, ITEMS_OF, items_key
+from core.evaluation.items import CONDITIONS, CONTENT_VERSION, ITEMS, ITEMS_OF, canonical
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
 from core.evaluation.uncertainty import bootstrap_mean_ci, json_interval, proportion_ci, spearman_ci
@@ -34,7 +34,7 @@ from core.storage import cached_json, key_hash, result_entry
 
 # A phase that encodes the distinct texts of pairs or lists counts texts, not pairs (5,001 texts for 4,906 pairs).
 TEXTS_OF = "encoding the {}' distinct texts"
-RESULT_VERSION = 7  # part of the result cache's key: raise it when what an evaluation returns changes
+RESULT_VERSION = 8  # part of the result cache's key: raise it when what an evaluation returns changes
 
 
 class Scorer:
@@ -61,7 +61,9 @@ class Scorer:
         settings = self.settings
         result = evaluate(self.model, self.reference, corpus, settings, progress=self.progress, layers=self.layers)
         result["kind"] = "labelled"
-        result[ITEMS_OF] = {"texts": items_key([corpus.classes[c] for c in corpus.test_labels], corpus.test_texts)}
+        key, order = canonical("texts", [(corpus.classes[c], t) for c, t in zip(corpus.test_labels, corpus.test_texts)])
+        result[ITEMS_OF] = {"texts": key}
+        result.setdefault(ITEMS, {}).update(order)
         sample = self.sample(corpus)
         result[CONDITIONS] = {"k": result["k"], "discount": result["discount"], "knn_k": settings.knn_k,
                               "knn_metric": settings.knn_metric, "judge": model_fingerprint(self.reference),

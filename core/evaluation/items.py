@@ -6,9 +6,10 @@ A computation hands its per-item arrays to `evaluate_corpus` under ITEMS; they a
 one cache entry, and the result keeps only a reference to them (`result["items"]`): the run store, whose rows every
 page reads, never holds per-item arrays. Each array belongs to a GROUP of items (the labelled corpus's test texts,
 the scored pairs, the target lists); the result records which items each group holds (`of`: a hash of the items'
-content in order, whatever the training rows beside them), so arrays are only ever compared with arrays of the same
-items, and the settings a figure also depends on (`conditions`: k, discount, the kNN metric, the judge of S@k, the
-training sample), so two figures computed another way are never compared as if they were one.
+content as a set, whatever their order and the training rows beside them; an array `<group>_order` lists them
+canonically), so arrays are only ever compared with arrays of the same items, lined up item by item, and the
+settings a figure also depends on (`conditions`: k, discount, the kNN metric, the judge of S@k, the training
+sample), so two figures computed another way are never compared as if they were one.
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ GROUPS = {  # per-item array: the group of items it has one value for
     "sts_gold": "pairs",  # its gold score
     "list_exact": "lists",  # 1 where every ordered row of the list is in order
     "list_tau": "lists",  # the list's mean Kendall tau
+    **{f"{group}_order": group for group in ("texts", "pairs", "lists")},  # the group's items in canonical order
 }
-CONTENT_VERSION = 1  # results whose `of` names items by content carry it as items["content"]
+# Results whose `of` names items by content carry it as items["content"]; 2: as a set (canonical), with each group's
+# order, so the same items in another row order (a pair's texts either way round) are the same items.
+CONTENT_VERSION = 2
 NEIGHBOURS = 3  # nearest neighbours kept per test text: enough to show why a prediction flipped
 
 
@@ -49,14 +53,31 @@ def load(result: dict) -> dict[str, np.ndarray] | None:
     return load_arrays(items_entry(ref)) if ref else None
 
 
-def items_key(*content: object) -> str:
-    """Names a group's items by their content in order (texts with their labels, pairs with their scores, lists with
-    their members): two evaluations of the same items match whatever else their corpora hold."""
-    return key_hash(["items", CONTENT_VERSION, *content])
+def canonical(group: str, items: list, *context: object) -> tuple[str, dict[str, np.ndarray]]:
+    """A group's items (texts with their labels, pairs with their scores, lists with their members; `context` beside
+    them, a list shape) named by their content as a set, and the array `<group>_order` that lists them canonically:
+    two evaluations of the same items in another row order match, and load_canonical lines their arrays up item by
+    item."""
+    order = np.array(sorted(range(len(items)), key=items.__getitem__), dtype=np.int64)
+    return key_hash(["items", CONTENT_VERSION, *context, [items[i] for i in order]]), {f"{group}_order": order}
+
+
+def load_canonical(result: dict) -> dict[str, np.ndarray] | None:
+    """load(result) with each group's arrays in its canonical order (`<group>_order`): what two evaluations of the
+    same items are compared by, whatever order their corpora held the items in."""
+    arrays = load(result)
+    if arrays is None:
+        return None
+    out = dict(arrays)
+    for name, values in arrays.items():
+        order = arrays.get(f"{GROUPS[name]}_order")
+        if order is not None and not name.endswith("_order"):
+            out[name] = np.asarray(values)[order]
+    return out
 
 
 def same_items(a: dict, b: dict, group: str) -> bool:
-    """Whether two results' arrays of `group` describe the same items, in the same order."""
+    """Whether two results' arrays of `group` describe the same items (in any order: load_canonical lines them up)."""
     of_a, of_b = ((r.get("items") or {}).get("of") or {} for r in (a, b))
     return of_a.get(group) is not None and of_a.get(group) == of_b.get(group)
 

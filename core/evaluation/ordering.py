@@ -8,7 +8,7 @@ import numpy as np
 
 from core.data.lists import ListCorpus, ListSplit
 from core.data.mining import unit_rows
-from core.evaluation.items import ITEMS, ITEMS_OF, items_key
+from core.evaluation.items import ITEMS, ITEMS_OF, canonical
 from core.models.encode import encode_cached
 
 
@@ -67,10 +67,10 @@ def ordering_metrics(model, lists: ListCorpus, progress=None) -> dict:
     """Ordering accuracy and Kendall tau on the target lists, on the rows their shape orders, with each list's
     scores kept for paired comparisons (core.evaluation.items)."""
     exact, taus = list_scores(list_similarities(model, lists.test, lists.shape, progress))
+    key, order = canonical("lists", [tuple(members) for members in lists.test.lists], lists.shape)
     return {"ordering_accuracy": float(np.mean(exact)), "kendall_tau": float(np.mean(taus)), "n_lists": len(exact),
             "list_split": lists.target_split, "list_shape": lists.shape,
-            ITEMS: {"list_exact": exact, "list_tau": taus},
-            ITEMS_OF: {"lists": items_key(lists.shape, lists.test.lists)}}
+            ITEMS: {"list_exact": exact, "list_tau": taus, **order}, ITEMS_OF: {"lists": key}}
 
 
 def evaluate_lists(model, lists: ListCorpus, model_name: str, progress=None) -> dict:

@@ -134,7 +134,8 @@ Arrays = tuple[dict[str, np.ndarray] | None, dict[str, np.ndarray] | None]  # tw
 
 
 def _arrays(a: dict, b: dict, arrays: Arrays | None) -> Arrays:
-    return arrays if arrays is not None else (per_item.load(a), per_item.load(b))
+    """The two results' per-item arrays, each group in its canonical order, so item i is one item in both."""
+    return arrays if arrays is not None else (per_item.load_canonical(a), per_item.load_canonical(b))
 
 
 def figure_name(name: str, result: dict) -> str:
@@ -279,7 +280,7 @@ def compared(a: dict, b: dict) -> dict:
     refs = [(r.get("items") or {}).get("ref") for r in (a, b)]
 
     def compute() -> dict:
-        arrays = (per_item.load(a), per_item.load(b))  # read once for every figure and class
+        arrays = (per_item.load_canonical(a), per_item.load_canonical(b))  # read once for every figure and class
         diffs, notes = compare(a, b, arrays=arrays)
         return {"metrics": [d.as_dict() for d in diffs], "notes": notes,
                 "classes": class_differences(a, b, arrays=arrays)}

@@ -9,7 +9,7 @@ import numpy as np
 from core.data.mining import unit_rows
 from core.data.pairs import PairCorpus
 from core.errors import UserError
-from core.evaluation.items import ITEMS, ITEMS_OF, items_key
+from core.evaluation.items import ITEMS, ITEMS_OF, canonical
 from core.models.encode import encode_cached
 
 
@@ -72,9 +72,10 @@ def sts_scored(model, pairs: PairCorpus, progress: Callable[[int, int], None] | 
     from scipy.stats import spearmanr  # 1 s to import: not for a figure read from the cache
 
     gold = np.asarray(pairs.test.scores, dtype=np.float64)
+    key, order = canonical("pairs", [(min(a, b), max(a, b), g)  # either way round: cosine is symmetric
+                                     for a, b, g in zip(pairs.test.text1, pairs.test.text2, gold.tolist())])
     return {"sts_spearman": 100 * float(spearmanr(cosine, gold).statistic),
-            ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold},
-            ITEMS_OF: {"pairs": items_key(pairs.test.text1, pairs.test.text2, gold)}}
+            ITEMS: {"sts_cos": cosine.astype(np.float32), "sts_gold": gold, **order}, ITEMS_OF: {"pairs": key}}
 
 
 def sts_spearman(model, pairs: PairCorpus, batch_size: int = 64,
