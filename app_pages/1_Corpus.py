@@ -21,6 +21,7 @@ from core.evaluation.published import (
     K_MAX,
     UNITS,
     ambiguous,
+    corpus_keys,
     figure_sets,
     figures_kind,
     published,
@@ -405,7 +406,7 @@ def show_sts_evaluation(corpus) -> None:
         st.columns(4)[0].metric("STS Spearman", f"{r['sts_spearman']:.1f}", border=True,
                                 help=f"Over {r['n_pairs']:,} {r['target_split']} pairs.")
         interval_caption(r)
-        published_caption(r, (corpus.fingerprint,))
+        published_caption(r, (corpus_keys(corpus),))
 
 
 def show_list_evaluation(corpus) -> None:
@@ -423,7 +424,7 @@ def show_list_evaluation(corpus) -> None:
             card.metric(metric.short, metric.text(r[key]), border=True,
                         help=f"Over {r['n_lists']:,} {r['target_split']} lists.")
         interval_caption(r)
-        published_caption(r, (corpus.fingerprint,))
+        published_caption(r, (corpus_keys(corpus),))
 
 
 def show_evaluation(corpus) -> None:
@@ -445,7 +446,7 @@ def show_evaluation(corpus) -> None:
     cards[3].metric("Linear probe accuracy", f"{100 * r['linear_accuracy']:.1f}%", border=True,
                     help="Logistic regression trained on the frozen training embeddings.")
     interval_caption(r)
-    published_caption(r, (corpus.fingerprint,))
+    published_caption(r, (corpus_keys(corpus),))
     st.caption(f"Standard deviation over {r['n_queries']:,} targets: P {r['polarity_sd']:.1f}, "
                f"S {r['similarity_sd']:.1f} · pool of {r['n_pool']:,} training texts")
     st.markdown("**Per class**")
@@ -479,7 +480,7 @@ def show_kind_evaluation(corpus) -> None:
     for card, metric in zip(st.columns(4), shown):
         card.metric(metric.short.format(k=r.get("k", "k")), metric.text(r[metric.key]), border=True)
     interval_caption(r)
-    published_caption(r, (corpus.fingerprint,))
+    published_caption(r, (corpus_keys(corpus),))
 
 
 # Each kind's pickers, report and evaluation on this page; a kind registered without its own (core.data.kinds) gets
@@ -535,11 +536,11 @@ def show_published(corpus) -> None:
             with ui.guard("Saving the published figure") as outcome:
                 if value is None:
                     raise UserError(f"Enter the published {metric_of[key].short.format(k='k')} first, e.g. 77.6.")
-                set_published(corpus.fingerprint, key, value, note, kind=kind, warn=st.warning, k=depth,
+                set_published(corpus_keys(corpus), key, value, note, kind=kind, warn=st.warning, k=depth,
                               discount=weighting, unit=unit)
             if not outcome.failed:
                 st.toast(f"Saved the published {metric_of[key].short.format(k='k')}.", icon=":material/check:")
-        stored = published(corpus.fingerprint, warn=st.warning)
+        stored = published(corpus_keys(corpus), warn=st.warning)
         if not stored:
             st.caption("None stored for this corpus yet.")
         for stored_key, figure in stored.items():
@@ -547,7 +548,7 @@ def show_published(corpus) -> None:
             line.markdown(escaped(figure.label()))
             if remove.button("Remove", key=f"published_remove:{stored_key}", icon=":material/delete:"):
                 with ui.guard("Removing the published figure") as outcome:
-                    remove_published(corpus.fingerprint, stored_key)
+                    remove_published(corpus_keys(corpus), stored_key)
                 if not outcome.failed:
                     st.rerun()
 

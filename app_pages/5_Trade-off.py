@@ -23,7 +23,7 @@ from core.analysis.tradeoff import (
 from core.data.kinds import kind_of
 from core.errors import UserError
 from core.evaluation.headline import HEADLINE
-from core.evaluation.published import published, shown_beside
+from core.evaluation.published import corpus_keys, published, shown_beside
 from core.evaluation.uncertainty import ERROR_BARS
 from core.jobs.quick import QUICK_RECIPE, quick_run, quick_text, quick_top_layers
 from core.training.config import GENERAL_PARAMS
@@ -124,7 +124,7 @@ def trade_off_plot() -> None:
     if points is None:
         return
     shown = seed_groups(points)
-    figures = published(corpus.fingerprint)  # stored on the Corpus page: a point, or a line when only P or S is
+    figures = published(corpus_keys(corpus))  # stored on the Corpus page: a point, or a line when only P or S is
     ui.plot(tradeoff_figure(shown, k, bars, figures, discount), f"tradeoff_k{k}_{discount}", key="tradeoff_plot")
     approximate = approximate_ci(shown) if bars == "ci" else []
     if approximate:

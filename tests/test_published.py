@@ -166,7 +166,8 @@ def test_cli_sets_lists_and_removes(capsys):
     removed = json.loads(capsys.readouterr().out)
     assert removed["removed"] == "P@k 63.0 (k and discount not recorded; Seed 000, table 1)"
     assert list(removed["published"]) == ["knn_accuracy"]
-    assert {k: f.value for k, f in published(listed["fingerprint"]).items()} == {"knn_accuracy": pytest.approx(0.85)}
+    keys = (listed["content_key"], listed["fingerprint"])  # kept under the rows as a set (issue 51), else the fingerprint
+    assert {k: f.value for k, f in published(keys).items()} == {"knn_accuracy": pytest.approx(0.85)}
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -299,3 +300,34 @@ def test_the_trade_off_page_draws_the_corpus_s_published_point(app):
     assert (mark["x"], mark["y"]) == ([46.6], [63.0])
     assert any(c.value.replace("\\", "") == "Published on this test set (purple): P@16 63.0 (Seed 000, table 1); "
                "S@16 46.6 (Seed 000, table 1)." for c in at.caption)
+
+
+def test_a_published_figure_stays_with_the_same_rows_in_another_order(tmp_path, capsys):
+    """Issue 51: the figure was kept under the corpus fingerprint, which depends on row order, so the same rows in
+    another order lost it without a note. It is kept under the rows as a set (content_key); one kept under a
+    fingerprint before is still found, and moves to the content key when the corpus's figures change."""
+    import pandas as pd
+
+    from core.data.kinds import load_any
+    from core.evaluation.published import corpus_keys
+
+    rows = pd.DataFrame({"text": [f"a {'good' if i % 2 else 'bad'} film {i}" for i in range(60)],
+                         "label": ["pos" if i % 2 else "neg" for i in range(60)],
+                         "split": ["test" if i % 4 == 0 else "train" for i in range(60)]})
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    rows.to_csv(first, index=False)
+    rows.iloc[::-1].to_csv(second, index=False)
+    assert main(["published", str(first), "--set", "knn_accuracy=85"]) == 0
+    capsys.readouterr()
+    assert main(["published", str(second), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["published"]["knn_accuracy"]["shown"] == "85.0%"
+    a, b = load_any(first), load_any(second)
+    assert a.fingerprint != b.fingerprint and a.content_key == b.content_key
+    set_published(a.fingerprint, "polarity", 63.0)  # as a figure was kept before there were content keys
+    other = rows.assign(text=rows["text"] + "!")
+    other.to_csv(tmp_path / "c.csv", index=False)
+    c = load_any(tmp_path / "c.csv")
+    set_published(c.fingerprint, "similarity", 46.6)
+    assert set(published(corpus_keys(c))) == {"similarity"}  # found under the older key
+    set_published(corpus_keys(c), "polarity", 60.0)  # and moved to the content key with the next change
+    assert set(published(c.content_key)) == {"similarity", "polarity"} and not published(c.fingerprint)

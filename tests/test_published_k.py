@@ -23,10 +23,12 @@ P16_UNIFORM = "measured at k = 16 with uniform weights, ours at k = 5 with linea
 NOT_RECORDED = "its k and discount were not recorded"
 
 
-def demo_fingerprint() -> str:
+def demo_fingerprint() -> tuple:
+    """The keys the demo corpus's published figures are kept under (its content key, then its fingerprint)."""
     from core.data.kinds import load_any
+    from core.evaluation.published import corpus_keys
 
-    return load_any(demo_corpus_path()).fingerprint
+    return corpus_keys(load_any(demo_corpus_path()))
 
 
 def write_old_file(fingerprint: str, entries: dict) -> None:
@@ -196,7 +198,7 @@ def test_evaluate_at_another_k_prints_the_caveat(tiny_model_dir, capsys):
 
 
 def test_evaluate_beside_an_old_figure_says_its_k_was_not_recorded(tiny_model_dir, capsys):
-    write_old_file(demo_fingerprint(), {"polarity": {"value": 63.0, "note": "Seed 000"}})
+    write_old_file(demo_fingerprint()[1], {"polarity": {"value": 63.0, "note": "Seed 000"}})  # by its fingerprint
     assert main(["evaluate", str(demo_corpus_path()), "--model", str(tiny_model_dir), "--k", "5"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("P@5 "))
     assert f" (published: 63.0, {NOT_RECORDED})   S@5 " in line

@@ -9,7 +9,7 @@ import streamlit as st
 from core.analysis.plots import loss_curve_figure
 from core.evaluation.headline import HEADLINE, intervals_text
 from core.evaluation.paired import change_texts
-from core.evaluation.published import published, shown_beside
+from core.evaluation.published import corpus_keys, published, shown_beside
 from core.jobs.process import LOG_NAME
 from core.jobs.sweep import cancel
 from core.runs.export import safe_name
@@ -87,7 +87,7 @@ def interval_caption(result: dict, when: str = "") -> None:
 def published_caption(result: dict, corpus_fingerprints: tuple[str, ...]) -> None:
     """A line under a result's cards with the figures published for its corpus (core.evaluation.published) that it
     reports, each with its caveat where it was measured at another k or discount; nothing where there is none."""
-    figures = [f for fingerprint in corpus_fingerprints for f in published(fingerprint).values()
+    figures = [f for keys in corpus_fingerprints for f in published(keys).values()
                if result.get(f.key) is not None]
     if figures:
         k = result.get("k", 16)
@@ -124,7 +124,8 @@ def metric_cards(before: dict | None, after: dict | None, corpus_fingerprints: t
 def corpus_fingerprints(summary: dict) -> tuple[str, ...]:
     """The fingerprints of the corpora a finished run was evaluated on (its summary's corpus, and its list corpus
     when that is another one); a run still training has no summary yet, and its corpus is only a path: none."""
-    return tuple(fp for part in ("corpus", "lists") if (fp := (summary.get(part) or {}).get("fingerprint")))
+    return tuple(corpus_keys(part) for name in ("corpus", "lists") if (part := summary.get(name) or {}).get(
+        "fingerprint"))
 
 
 def training_plot(run: Run, key: str) -> None:

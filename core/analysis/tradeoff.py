@@ -16,7 +16,7 @@ from core.errors import UserError
 from core.evaluation.evaluate import EvalSettings, eval_sets
 from core.evaluation.headline import HEADLINE
 from core.evaluation.paired import change_texts
-from core.evaluation.published import Published, published
+from core.evaluation.published import Published, corpus_keys, published
 from core.evaluation.uncertainty import figure_interval, interval
 from core.jobs.quick import QUICK_BUDGET, quick_text
 from core.models.encode import encode_cached
@@ -196,7 +196,8 @@ def metric_changes(store: RunStore, key: str, corpus: str | None = None) -> list
                          "before_ci": figure_interval(run.before, key),
                          "after_ci": figure_interval(run.metrics_after, key),
                          "paired": change_texts(run.before, run.metrics_after).get(key),
-                         "corpus": ((run.progress.get("summary") or {}).get("corpus") or {}).get("fingerprint")})
+                         "corpus": ((run.progress.get("summary") or {}).get("corpus") or {}).get("fingerprint"),
+                         "keys": corpus_keys((run.progress.get("summary") or {}).get("corpus") or {})})
     if corpus is not None:
         keep = {row["run_id"] for row in rows if row["corpus"] == corpus}
         rows, runs = [row for row in rows if row["run_id"] in keep], [run for run in runs if run.id in keep]
@@ -210,8 +211,8 @@ def metric_changes(store: RunStore, key: str, corpus: str | None = None) -> list
 def published_for(rows: list[dict], key: str) -> list[Published]:
     """The published figures of metric `key` (core.evaluation.published) stored for the corpora of metric_changes
     rows: one per corpus that has one, in the order of the rows."""
-    corpora = dict.fromkeys(r["corpus"] for r in rows if r.get("corpus"))
-    return [figure for fingerprint in corpora if (figure := published(fingerprint).get(key)) is not None]
+    corpora = dict.fromkeys(r["keys"] for r in rows if r.get("corpus"))
+    return [figure for keys in corpora if (figure := published(keys).get(key)) is not None]
 
 
 def change_table(store: RunStore, keys: tuple[str, ...], corpus: str | None = None) -> list[dict]:

@@ -47,9 +47,9 @@ def cmd_evaluate(args) -> dict:
                       f"only {result['k']} training texts ({settings.pool_factor} per {corpus.target_split} text, at "
                       "most the training split).")
     _warn_interval(result)
-    from core.evaluation.published import beside, published
+    from core.evaluation.published import beside, corpus_keys, published
 
-    figures = published(corpus.fingerprint, warn=warn_line)  # stored with the corpus: `published`
+    figures = published(corpus_keys(corpus), warn=warn_line)  # stored with the corpus: `published`
     if not figures:
         return result
     ours = result.get("k"), result.get("discount")  # a pair or list result has neither, nor P@k / S@k figures
@@ -100,6 +100,7 @@ def cmd_published(args) -> dict:
         checked_note,
         checked_setting,
         checked_value,
+        corpus_keys,
         figures_kind,
         published,
         remove_published,
@@ -135,13 +136,14 @@ def cmd_published(args) -> dict:
     corpus = load_any(args.corpus, drop_leaked=args.drop_leaked, list_shape=shape, kind=kind, **columns_given(args))
     action = None
     if figures_to_set:
-        action = {"set": [set_published(corpus.fingerprint, key, value, args.note, kind=figures_kind(corpus),
+        action = {"set": [set_published(corpus_keys(corpus), key, value, args.note, kind=figures_kind(corpus),
                                         warn=warn_line, k=args.k, discount=args.discount, unit=args.unit).label()
                           for key, value in figures_to_set.items()]}
     elif args.remove is not None:
-        action = {"removed": remove_published(corpus.fingerprint, args.remove, warn=warn_line).label()}
-    figures = published(corpus.fingerprint, warn=warn_line)
-    return {"corpus": str(args.corpus), "kind": corpus.kind, "fingerprint": corpus.fingerprint, **(action or {}),
+        action = {"removed": remove_published(corpus_keys(corpus), args.remove, warn=warn_line).label()}
+    figures = published(corpus_keys(corpus), warn=warn_line)
+    return {"corpus": str(args.corpus), "kind": corpus.kind, "fingerprint": corpus.fingerprint,
+            "content_key": corpus.content_key, **(action or {}),
             "published": {key: {"value": f.value, "shown": f.text(), "note": f.note, "label": f.label(),
                                 **({"k": f.k, "discount": f.discount} if key in AT_K else {})}
                           for key, f in figures.items()}}

@@ -24,7 +24,7 @@ from core.data.table import (DEFAULT_MAX_BYTES, HOLDOUT_FRACTION, LEAK_EXAMPLES,
                              ColumnError, check_target_values, check_unique_names, clean_labels, clean_splits,
                              clean_texts, conflict_warnings, dropped_rows, guess_label_column, guess_text_column,
                              is_split_column, kept_text, known_columns, leak_text, long_texts, missing_markers,
-                             read_file, resolve_column, seeded_holdout, sorted_classes, split_by_column,
+                             read_file, resolve_column, rows_key, seeded_holdout, sorted_classes, split_by_column,
                              split_duplicates, split_ratio, target_warnings, undetected)
 from core.errors import UserError, shorten
 from core.storage import ASSETS
@@ -95,6 +95,13 @@ class Corpus:
             h.update(b"\x1d")
         return h.hexdigest()[:16]
 
+    @cached_property
+    def content_key(self) -> str:
+        """The rows as a set (split, label, text), whatever their order: the key published figures are kept under."""
+        return rows_key("labelled", rows=((split, self.classes[c], t) for split, texts, codes in (
+            ("train", self.train_texts, self.train_labels), (self.target_split, self.test_texts, self.test_labels))
+            for t, c in zip(texts, codes)))
+
     def leakage(self) -> str:
         """"10 test texts are also training texts": the report's leakage in words every front end shows, each adding
         its own remedy (the CLI a flag, the Corpus page a checkbox)."""
@@ -124,6 +131,7 @@ class Corpus:
             "leaked": self.report.leaked,
             "leaked_dropped": self.report.leaked_dropped,
             "fingerprint": self.fingerprint,
+            "content_key": self.content_key,
         }
 
 

@@ -48,6 +48,7 @@ from core.data.table import (
     names_by_lower,
     read_file,
     resolve_column,
+    rows_key,
     seeded_holdout,
     split_by_column,
     split_ratio,
@@ -131,6 +132,13 @@ class ListCorpus(LeakWords):
             h.update(b"\x1d")
         return h.hexdigest()[:16]
 
+    @cached_property
+    def content_key(self) -> str:
+        """The lists as a set (each with its split and members in order), whatever their order in the file: the key
+        published figures are kept under."""
+        return rows_key("lists", self.shape, rows=((split, *members) for split, part in (
+            ("train", self.train), (self.target_split, self.test)) for members in part.lists))
+
     def summary(self) -> dict:
         """JSON-ready description of the lists, for model cards, the corpus page and the CLI."""
         sizes = self.train.sizes + self.test.sizes
@@ -148,6 +156,7 @@ class ListCorpus(LeakWords):
             "leaked_dropped": self.report.leaked_dropped,
             "shared": self.report.shared,
             "fingerprint": self.fingerprint,
+            "content_key": self.content_key,
         }
 
 

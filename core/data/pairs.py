@@ -48,6 +48,7 @@ from core.data.table import (
     names_by_lower,
     read_file,
     resolve_column,
+    rows_key,
     seeded_holdout,
     split_by_column,
     split_ratio,
@@ -133,6 +134,14 @@ class PairCorpus(LeakWords):
             h.update(b"\x1d")
         return h.hexdigest()[:16]
 
+    @cached_property
+    def content_key(self) -> str:
+        """The pairs as a set, each either way round (cosine is symmetric), whatever their order: the key published
+        figures are kept under."""
+        return rows_key("pairs", rows=((split, *sorted((a, b)), s, lab) for split, part in (
+            ("train", self.train), (self.target_split, self.test))
+            for a, b, s, lab in zip(part.text1, part.text2, part.scores.tolist(), part.labels.tolist())))
+
     def summary(self) -> dict:
         """JSON-ready description of the data, for model cards, the corpus page and the CLI."""
         scores = np.concatenate([self.train.scores, self.test.scores])
@@ -154,6 +163,7 @@ class PairCorpus(LeakWords):
             "leaked_dropped": self.report.leaked_dropped,
             "shared": self.report.shared,
             "fingerprint": self.fingerprint,
+            "content_key": self.content_key,
         }
 
 

@@ -9,6 +9,7 @@ or the CLI. A kind's own module (core.data.corpus, pairs, lists) builds its corp
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import itertools
 import json
@@ -17,7 +18,7 @@ import re
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -582,6 +583,14 @@ def conflict_warnings(conflicting: dict[str, int]) -> list[str]:
     others = ", ".join(f"{m:,} in the {name} split" for name, m in rest if m)
     return [f"{n:,} texts of the {first} split appear more than once with different labels"
             + (f" ({others})" if others else "") + "; check them or drop duplicates."]
+
+
+def rows_key(*parts: object, rows: Iterable[tuple]) -> str:
+    """A corpus's content as a set of rows (each a tuple of its split and values), whatever their order: published
+    figures are kept under it, so the same rows in another order keep theirs (a corpus's `content_key`)."""
+    digests = sorted(hashlib.sha256("\x1f".join(map(str, row)).encode("utf-8", "surrogatepass")).digest()
+                     for row in rows)
+    return hashlib.sha256("\x1e".join(map(str, parts)).encode("utf-8") + b"".join(digests)).hexdigest()[:16]
 
 
 def split_ratio() -> str:

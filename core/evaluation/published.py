@@ -131,15 +131,41 @@ def published_file() -> Path:
     return corpora_dir() / "published.json"
 
 
-def published(fingerprint: str, warn: Warn | None = None) -> dict[str, Published]:
-    """The published figures stored for the corpus with this fingerprint, metric key -> Published, in HEADLINE
-    order; empty when there are none. An unreadable file is reported through `warn` (default: a logged warning)
-    and read as empty."""
-    figures = _read(warn).get(fingerprint, {})
+Keys = str | tuple[str | None, ...]  # a corpus's key, or its keys in order: its content key, then its fingerprint
+
+
+def corpus_keys(corpus_or_summary) -> tuple[str | None, ...]:
+    """The keys figures are kept under for a corpus (or its summary, as a run stores it): its content key, the same
+    for the same rows in any order, then its fingerprint, under which figures were kept before there was one (and
+    the only key of a summary stored before)."""
+    get = corpus_or_summary.get if isinstance(corpus_or_summary, dict) else lambda name: getattr(
+        corpus_or_summary, name, None)
+    return get("content_key"), get("fingerprint")
+
+
+def _keys(corpus: Keys) -> list[str]:
+    return [corpus] if isinstance(corpus, str) else [key for key in corpus if key]
+
+
+def published(corpus: Keys, warn: Warn | None = None) -> dict[str, Published]:
+    """The published figures stored for a corpus (its key, or corpus_keys: the first that holds any), metric key ->
+    Published, in HEADLINE order; empty when there are none. An unreadable file is reported through `warn`
+    (default: a logged warning) and read as empty."""
+    stored = _read(warn)
+    figures = next((stored[key] for key in _keys(corpus) if stored.get(key)), {})
     return {key: figures[key] for key in METRICS if key in figures}
 
 
-def set_published(fingerprint: str, key: object, shown_value: object, note: object = "", kind: str | None = None,
+def _moved(corpora: dict, keys: list[str]) -> str:
+    """The first of `keys`, holding the figures an older key of the same corpus held (they move to it)."""
+    primary = _checked_fingerprint(keys[0] if keys else None)
+    for old in keys[1:]:
+        if old in corpora and not corpora.get(primary):
+            corpora[primary] = corpora.pop(old)
+    return primary
+
+
+def set_published(fingerprint: Keys, key: object, shown_value: object, note: object = "", kind: str | None = None,
                   warn: Warn | None = None, k: object = None, discount: object = None,
                   unit: object = None) -> Published:
     """Store a published figure for the corpus: `shown_value` in the SHOWN unit (77.6 for STS Spearman, 85.0 for
@@ -151,18 +177,18 @@ def set_published(fingerprint: str, key: object, shown_value: object, note: obje
     figure = Published(metric.key, _stored(metric, shown_value, unit), checked_note(note),
                        *checked_setting(metric.key, k, discount))
     corpora, kept = _read_all(warn, writing=True)
-    fingerprint = _checked_fingerprint(fingerprint)
+    fingerprint = _moved(corpora, _keys(fingerprint))
     corpora.setdefault(fingerprint, {})[metric.key] = figure
     kept.get(fingerprint, {}).pop(metric.key, None)  # an unusable entry for this metric is replaced by the new one
     _write(corpora, kept)
     return figure
 
 
-def remove_published(fingerprint: str, key: object, warn: Warn | None = None) -> Published:
+def remove_published(fingerprint: Keys, key: object, warn: Warn | None = None) -> Published:
     """Remove a stored figure (UserError when the key is not a metric or nothing is stored for it); returns it."""
     metric = checked_metric(key)
     corpora, kept = _read_all(warn, writing=True)
-    figures = corpora.get(_checked_fingerprint(fingerprint), {})
+    figures = corpora.get(_moved(corpora, _keys(fingerprint)), {})
     if metric.key not in figures:
         raise UserError(f"No published {metric.short.format(k='k')} is stored for this corpus, so there is nothing "
                         "to remove.")
