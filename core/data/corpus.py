@@ -23,9 +23,9 @@ from core.data.lists import ListCorpus, neighbour_lists
 from core.data.table import (DEFAULT_MAX_BYTES, HOLDOUT_FRACTION, LEAK_EXAMPLES, MIN_ROWS, SPLIT_NAMES, SPLIT_SEED,
                              ColumnError, check_target_values, check_unique_names, clean_labels, clean_splits,
                              clean_texts, conflict_warnings, dropped_rows, guess_label_column, guess_text_column,
-                             is_split_column, kept_text, known_columns, leak_text, long_texts, missing_markers,
-                             read_file, resolve_column, rows_key, seeded_holdout, sorted_classes, split_by_column,
-                             split_duplicates, split_ratio, target_warnings, undetected)
+                             is_split_column, kept_text, known_columns, leak_text, listed_names, long_texts,
+                             missing_markers, read_file, resolve_column, rows_key, seeded_holdout, sorted_classes,
+                             split_by_column, split_duplicates, split_ratio, target_warnings, undetected)
 from core.errors import UserError, shorten
 from core.storage import ASSETS
 
@@ -206,6 +206,7 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
     splits = splits[keep].reset_index(drop=True) if splits is not None else None
 
     stage(2)
+    said = len(warnings)  # where the split's repeated texts are said, once the splits are known
     dup_mask = texts.duplicated().to_numpy()
     if drop_duplicates:
         texts, labels = texts[~dup_mask].reset_index(drop=True), labels[~dup_mask].reset_index(drop=True)
@@ -234,7 +235,8 @@ def build_corpus(df: pd.DataFrame, columns: Columns, name: str, drop_duplicates:
         target = np.setdiff1d(target, leaked)
 
     repeats, conflicting = split_duplicates(texts, labels, {"train": train, target_split: target})
-    warnings += conflict_warnings(conflicting) + target_warnings(label_arr[train], label_arr[target], target_split)
+    warnings[said:said] = conflict_warnings(conflicting)
+    warnings += target_warnings(label_arr[train], label_arr[target], target_split)
     classes = sorted_classes(set(label_arr))
     code = {c: i for i, c in enumerate(classes)}
     codes = np.array([code[c] for c in label_arr], dtype=np.int64)
@@ -348,7 +350,7 @@ class LabelledKind:
 
     def caption(self, corpus: Corpus, code: Callable[[str], str]) -> str:
         used = len(corpus.train_texts) + len(corpus.test_texts)
-        listed = _listed(corpus.classes, CLASSES_LISTED, code)
+        listed = listed_names(corpus.classes, CLASSES_LISTED, code)
         return f"{kept_text(corpus.report.rows_kept, used, 'rows')} · {len(corpus.classes)} classes: {listed}"
 
     def summary_text(self, summary: dict, code: Callable[[str], str]) -> str:
@@ -356,7 +358,7 @@ class LabelledKind:
         rows = f"{summary.get('rows_train', '?')} train rows, {summary.get('rows_test', '?')} {target} rows"
         classes = [str(c) for c in summary.get("classes", [])]
         n_classes = summary.get("n_classes", len(classes) or "?")
-        return f"{rows}, {n_classes} classes" + (f" ({_listed(classes, CLASSES_SHOWN, code)})" if classes else "")
+        return f"{rows}, {n_classes} classes" + (f" ({listed_names(classes, CLASSES_SHOWN, code)})" if classes else "")
 
     def texts(self, corpus: Corpus) -> list[str]:
         return corpus.train_texts + corpus.test_texts
@@ -380,11 +382,6 @@ class LabelledKind:
 
     def evaluation_texts(self, corpus: Corpus, scorer) -> list[list[str]]:
         return [scorer.train_sample(corpus), list(corpus.test_texts)]
-
-
-def _listed(classes: list[str], limit: int, code: Callable[[str], str]) -> str:
-    """The first `limit` class names, formatted by `code`, and how many more there are."""
-    return ", ".join(map(code, classes[:limit])) + (f", … (+{len(classes) - limit})" if len(classes) > limit else "")
 
 
 LABELLED = LabelledKind()

@@ -593,6 +593,11 @@ def rows_key(*parts: object, rows: Iterable[tuple]) -> str:
     return hashlib.sha256("\x1e".join(map(str, parts)).encode("utf-8") + b"".join(digests)).hexdigest()[:16]
 
 
+def listed_names(classes: list[str], limit: int, code: Callable[[str], str]) -> str:
+    """The first `limit` class names, formatted by `code`, and how many more there are."""
+    return ", ".join(map(code, classes[:limit])) + (f", … (+{len(classes) - limit})" if len(classes) > limit else "")
+
+
 def split_ratio() -> str:
     held = round(HOLDOUT_FRACTION * 100)
     return f"{100 - held}:{held}"
