@@ -135,3 +135,18 @@ def test_an_export_folder_names_the_knob_by_its_own_letter():
     assert named["cosent"].startswith("contrastlab-cosent-s20.0-")
     assert named["triplet"].startswith("contrastlab-triplet-m0.1-")
     assert named["listmle"].startswith("contrastlab-listmle-w0.7-")
+
+
+def test_a_run_is_never_named_by_the_settings_it_leaves_empty(contrastlab_home):
+    """Issue 51: labels stuffed with "label col – · text1 col – …" made the compare selectors and the Trade-off STS
+    chart unreadable: a run on labelled texts beside one on pairs was named by the other's empty columns."""
+    from core.runs.labels import run_labels
+    from core.runs.store import RunStore
+
+    store = RunStore()
+    labelled = store.create("train", {"recipe": "cosent", "corpus": "a.csv", "text_col": "text", "label_col": "label"})
+    pairs = store.create("train", {"recipe": "cosent", "corpus": "b.csv", "text1_col": "s1", "text2_col": "s2",
+                                   "score_col": "gold"})
+    labels = run_labels([store.get(labelled), store.get(pairs)])
+    assert "–" not in labels[labelled] and "–" not in labels[pairs], labels
+    assert "text1 col s1" in labels[pairs] and "label col label" in labels[labelled]

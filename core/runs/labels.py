@@ -146,7 +146,8 @@ def differences(runs: Iterable[Run], ignore: Collection[str] = ()) -> dict[str, 
     """Per train run, the settings in which it differs from the other runs of its recipe among `runs` ('teacher
     score', 'seed 1 · lr 0.0001'), beyond its knob and the recipe's shown settings, which its label always names;
     '' where it differs in none. Settings are compared as each run trained (defaults filled in, the reference
-    resolved), so a setting left at its default is not a difference; `ignore`: settings the caller shows apart."""
+    resolved), so a setting left at its default is not a difference, and one a run leaves empty is not named for it;
+    `ignore`: settings the caller shows apart."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
         if run.kind != "sweep":
@@ -159,8 +160,9 @@ def differences(runs: Iterable[Run], ignore: Collection[str] = ()) -> dict[str, 
         named = {RECIPES[recipe].knob, *RECIPES[recipe].shown} if recipe in RECIPES else set()
         keys = [k for k in dict.fromkeys(k for c in configs.values() for k in c)
                 if k not in named | _NOT_TRAINING | set(ignore) and len({c.get(k, "–") for c in configs.values()}) > 1]
-        for r in group:
-            out[r.id] = " · ".join(f"{k.replace('_', ' ')} {shown[r.id].get(k, '–')}" for k in keys)
+        for r in group:  # a setting this run leaves empty is no name for it ("label col –")
+            out[r.id] = " · ".join(f"{k.replace('_', ' ')} {value}" for k in keys
+                                   if (value := shown[r.id].get(k, "–")) != "–")
     return out
 
 
