@@ -122,3 +122,14 @@ def test_loss_curve_figure_with_and_without_evals():
     assert list(fig.data[3].y) == [80.0, 85.0]
     assert fig.layout.yaxis2.title.text == "score (%)"
     _check_axes(fig, n_axes=3)
+
+
+def test_the_training_progress_score_axis_ticks_at_the_figures_precision():
+    """Issue 51: the score axis of the training-progress chart read 58.07 and 77.215."""
+    from core.analysis.plots import loss_curve_figure
+
+    evals = [{"step": 0, "polarity": 58.07, "similarity": 77.215}, {"step": 4, "polarity": 58.2, "similarity": 77.3}]
+    fig = loss_curve_figure([{"step": 1, "loss": 0.5}, {"step": 4, "loss": 0.4}], evals)
+    assert fig.layout.yaxis2.tickformat == ".1f"
+    with_tau = loss_curve_figure([], [{"step": 0, "kendall_tau": 0.1}, {"step": 3, "kendall_tau": 0.2}])
+    assert with_tau.layout.yaxis2.tickformat == ".3f"
