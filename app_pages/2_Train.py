@@ -152,8 +152,8 @@ def choose_examples(recipe: Recipe, kind: str) -> dict:
 
 def choose_budget(recipe: Recipe) -> dict:
     fields = {}
-    for row in BUDGET:
-        for name, col in zip(row, st.columns(4)):
+    for row in BUDGET:  # the trackers' chips need room: in a quarter they were cut ("rboard")
+        for name, col in zip(row, st.columns([1, 2, 1] if "report_to" in row else 4)):
             if GENERAL_PARAMS[name].type is bool:
                 col.space("small")
             make = trackers_widget if name == "report_to" else widget

@@ -295,3 +295,10 @@ def test_training_texts_in_the_card_is_a_train_page_choice_off_by_default(train_
     no_errors(at)
     [run] = store().list()
     assert run.config["card_examples"] is True
+
+
+def test_the_trackers_choice_has_room_for_its_chips(train_page):
+    """Issue 51: in a quarter of the row the "Report to" chips were cut off ("rboard")."""
+    column = next(c for c in train_page.columns if any(getattr(child, "label", None) == "Report to"
+                                                       for child in c.children.values()))
+    assert column.proto.weight == pytest.approx(0.5)  # half the row: a quarter cut the chips

@@ -136,8 +136,8 @@ GENERAL: tuple[Param, ...] = (
           "the card quotes no training or test text, so it can be shared without the data."),
     Param("report_to", str, "none", "Report to", "Also send the run to experiment trackers: none, or a comma list of "
           "tensorboard and mlflow (settings, loss curve, evaluations before and after with their 95% intervals, "
-          "tags). TensorBoard writes under <home>/tensorboard/<run id>; MLflow uses MLFLOW_TRACKING_URI when set, "
-          "else <home>/mlflow.db.", check=checked_report_to),
+          "tags). TensorBoard writes under <home>/tensorboard/<run label>-<run id>; MLflow uses MLFLOW_TRACKING_URI "
+          "when set, else <home>/mlflow.db.", check=checked_report_to),
     Param("device", str, None, "Device", "cuda, mps or cpu (default: best available).", optional=True,
           check=check_device),
     Param("nproc", int, 1, "Processes per node", "Train with this many processes per machine under PyTorch DDP "
