@@ -555,15 +555,16 @@ def show_published(corpus) -> None:
 
 table: Table | None = None
 source_col, model_col = st.columns([3, 2])
-with source_col, ui.guard("Reading the table"):
+with source_col, ui.guard("Reading the table") as read:
     table = choose_table()
 with model_col:
     choose_model()
+built = None
 if table is not None:
     kind = choose_kind(table)
     choice = VIEWS.get(kind.name, KIND_VIEW)[0](table, kind)
     if choice is not None:
-        with ui.guard("Building the corpus"):
+        with ui.guard("Building the corpus") as built:
             try:
                 changed = ui.state.use_table(table, *choice)  # with a progress bar while it validates
             except ColumnError as exc:
@@ -574,8 +575,8 @@ elif ui.state.corpus() is not None:
     st.info(f"The current corpus stays {literal(ui.state.corpus().name)} until you give another table.")
 
 corpus = ui.state.corpus()
-if corpus is None:
-    st.stop()
+if corpus is None or read.failed or (built is not None and built.failed):
+    st.stop()  # under a table that could not be read or built, another corpus's report would read as its own
 st.subheader(f"Validation report · {literal(corpus.name)}")
 _, show_kind_report_of, show_evaluation_of = VIEWS.get(corpus.kind, KIND_VIEW)
 show_kind_report_of(corpus)

@@ -199,3 +199,18 @@ def test_the_duplicates_card_counts_the_training_split_and_says_the_others(app):
     assert card.value == "6"
     assert card.help.startswith("Repeated texts: 6 in train (4 texts under different labels), 1 in test (0 texts "
                                 "under different labels); 18 over the whole file. Kept;")
+
+
+@pytest.mark.parametrize("bad", ["text,label\n" + "".join(f"only one class {i},a\n" for i in range(20)),  # not built
+                                 "text,text\na,b\n"])  # not read: a column name twice
+def test_a_table_that_cannot_be_used_shows_no_other_corpus_s_report(app, bad):
+    """Issue 51: after an upload that could not be read, the previous corpus's report stayed under the pickers, as if
+    it were the new table's."""
+    good = pd.DataFrame({"text": TEXTS[:40], "label": ["ab"[i % 2] for i in range(40)]}).to_csv(index=False)
+    at = paste_table(app, good)
+    no_errors(at)
+    assert any(s.value.startswith("Validation report") for s in at.subheader)
+    at = at.text_area(key="corpus_paste").set_value(bad).run()
+    assert not at.exception and at.error
+    assert not any(s.value.startswith("Validation report") for s in at.subheader)
+    assert not [m for m in at.metric if m.label == "Rows read"]
