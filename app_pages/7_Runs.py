@@ -6,7 +6,7 @@ import streamlit as st
 
 import ui
 from core.evaluation.headline import TRADE_OFF_ONLY, trade_off_only
-from core.runs.labels import corpus_names, recipes_of, run_labels, select_runs
+from core.runs.labels import corpus_names, recipe_text, recipes_of, run_labels, select_runs
 from core.runs.store import NOTE_MAX, TAG_MAX, TAGS_MAX
 from ui import nav, run_control, run_export, run_panel, run_tables
 from ui.changes_view import changed_items_section
@@ -125,6 +125,11 @@ if len(runs) >= 2:
         st.markdown(f"**Metrics** of **A** `{labels[a.id]}` and **B** `{labels[b.id]}`")
         frame, notes = run_tables.comparison(a, b)
         st.table(run_tables.comparison_table(frame))
+        if run_tables.same_corpus(a, b) is False:  # a figure only one of them reports is a row with a dash
+            names = corpus_names([a, b])
+            name_a, name_b = (escaped(names.get(run.config.get("corpus"), "?")) for run in (a, b))
+            st.caption(f"A and B were evaluated on different corpora ({name_a} and {name_b}): a figure only one of "
+                       "them reports is a dash for the other, and no difference is taken between the two.")
         for note in notes:  # the figures not subtracted, and why: as `python -m core compare` says it
             st.caption(f"Note: {escaped(note)}")
         for side, scored in (("A", a), ("B", b)):
@@ -146,5 +151,9 @@ if len(runs) >= 2:
                             help="Loss on a logarithmic axis: late, small changes stay visible.")
             figure, hidden = run_tables.losses_comparison(a, b, log)
             ui.plot(figure, f"losses-{a.id}-vs-{b.id}", key="runs:compare:plot")
+            if a.config.get("recipe") != b.config.get("recipe"):
+                st.caption(f"A ({escaped(recipe_text(a))}) and B ({escaped(recipe_text(b))}) train different losses: "
+                           "their curves share an axis but not a scale, so compare each one's shape, not their "
+                           "heights.")
             if hidden:
                 st.caption(f"{hidden} loss value(s) of zero or below are not drawn on the log scale.")

@@ -329,3 +329,31 @@ def test_export_of_a_finished_run_writes_the_projector_pair(tiny_model_dir, tmp_
     assert rows[0] == ["text", "label", "split"] and len(rows) - 1 == len(parquet) == len(vectors)
     assert [r[1] for r in rows[1:]] == parquet["label"].tolist()
     assert np.allclose(vectors, np.stack(parquet["embedding"]), atol=1e-5)
+
+
+def test_compare_names_one_corpus_once_and_says_when_corpora_or_losses_differ(tiny_model_dir, app, tmp_path):
+    """Issue 51: "Settings that differ" listed one corpus under two paths (one the app's copy); runs on different
+    corpora gave rows of dashes with no reason; loss curves of different losses shared one axis without a word."""
+    store = RunStore()
+    copy = corpora_dir() / "0123456789abcdef.parquet"  # the app's copy of an upload, as a run's config names it
+    same = {"fingerprint": "f1", "content_key": "c1"}
+    a = finished(store, page_config(tiny_model_dir), {"polarity": 70.0}, corpus_name="demo_corpus.csv",
+                 losses=[(1, 0.5)])
+    b = finished(store, {**page_config(tiny_model_dir), "corpus": str(copy)}, {"polarity": 65.0},
+                 corpus_name="demo_corpus.csv", losses=[(1, 0.4)])
+    for run_id in (a, b):
+        store.set_progress(run_id, summary={"corpus": same})
+    diff = config_diff(store.get(a), store.get(b))
+    assert "corpus" not in diff["setting"].tolist()  # one corpus, read from the copy and from the file
+    store.set_progress(b, summary={"corpus": {"fingerprint": "f2", "content_key": "c2"}})
+    diff = config_diff(store.get(a), store.get(b))
+    assert "corpus" in diff["setting"].tolist() and str(copy) not in diff.to_string()  # by name, never the copy
+    c = finished(store, page_config(tiny_model_dir, recipe="cosent"), {"sts_spearman": 50.0},
+                 losses=[(1, 3.0)])
+    store.set_progress(c, summary={"corpus": {"fingerprint": "f3", "content_key": "c3"}})
+    at = open_runs(app, a)
+    at.selectbox(key="runs:b").set_value(c).run()
+    no_errors(at)
+    captions = [x.value for x in at.caption]
+    assert any(x.startswith("A and B were evaluated on different corpora") for x in captions), captions
+    assert any("train different losses: their curves share an axis but not a scale" in x for x in captions), captions

@@ -75,11 +75,32 @@ def _settings(run: Run) -> dict:
     return _flat({"kind": run.kind, **resolved(run.config)})
 
 
+def corpus_of(run: Run) -> str | None:
+    """What a finished run's corpus held, as its summary recorded it (the rows as a set, else the fingerprint); None
+    for a run without one (unfinished, or saved before)."""
+    corpus = ((run.progress or {}).get("summary") or {}).get("corpus") or {}
+    return corpus.get("content_key") or corpus.get("fingerprint")
+
+
+def same_corpus(a: Run, b: Run) -> bool | None:
+    """Whether two runs read one corpus, by its content (an upload's copy and the original file are one); None where
+    a run did not record it."""
+    ka, kb = corpus_of(a), corpus_of(b)
+    return None if ka is None or kb is None else ka == kb
+
+
 def config_diff(a: Run, b: Run) -> pd.DataFrame:
     """The settings in which runs A and B differ, with defaults filled in and the reference resolved, so a run saved
-    without them (a quick run, an older run) differs only where it trained differently."""
+    without them (a quick run, an older run) differs only where it trained differently. The corpus is compared by its
+    content and shown by its name (corpus_names): one corpus read from the app's copy and from the original file is
+    no difference, and it is never shown as the copy's path."""
     fa, fb = _settings(a), _settings(b)
-    keys = [k for k in dict.fromkeys([*fa, *fb]) if fa.get(k) != fb.get(k)]
+    names = corpus_names([a, b])
+    for run, flat in ((a, fa), (b, fb)):
+        if (path := corpus_path(run)) is not None:
+            flat["corpus"] = names.get(path, path)
+    keys = [k for k in dict.fromkeys([*fa, *fb]) if fa.get(k) != fb.get(k)
+            and not (k == "corpus" and same_corpus(a, b))]
     return pd.DataFrame({"setting": keys, "A": [_show(fa.get(k)) for k in keys], "B": [_show(fb.get(k)) for k in keys]})
 
 
