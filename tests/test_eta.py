@@ -415,3 +415,28 @@ def test_the_worker_stamps_each_estimate_with_when_it_was_made():
     ctx.flush()
     progress = store.get(run_id).progress
     assert progress["eta_s"] == 4.0 and before <= progress["eta_at"] <= time.time()
+
+
+def test_the_run_s_bar_only_moves_forward_when_its_estimate_grows(contrastlab_home):
+    """Issue 51: the bar went back (48% -> 29%, 99% -> 78%) when the evaluation after training started and the time
+    left grew. The worker publishes the share done so far, which only grows, and the page's bar never falls below it."""
+    import os
+    import time
+
+    from core.jobs.worker import JobContext
+    from core.runs.store import RunStore
+    from ui.run_panel import progress_text
+
+    store = RunStore()
+    run_id = store.create("wait", {})
+    store.mark_running(run_id, os.getpid())
+    ctx = JobContext(store, store.get(run_id))
+    time.sleep(0.2)
+    ctx.progress(phase="training", eta_s=0.2)  # about half done
+    ctx.flush()
+    first, _ = progress_text(store.get(run_id))
+    ctx.progress(phase="evaluating after training", eta_s=2.0)  # the estimate grew
+    ctx.flush()
+    second, _ = progress_text(store.get(run_id))
+    shares = store.get(run_id).progress["done_share"]
+    assert 0.3 < first and second >= first and shares >= 0.3, (first, second, shares)

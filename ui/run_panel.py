@@ -68,7 +68,8 @@ def progress_text(run: Run) -> tuple[float, str]:
     left = seconds_left(p, now)
     if left is not None:
         text += f" · about {fmt_seconds(max(left, 1))} left"  # a second or less still reads as time left
-        fraction = min(run_fraction(run.started, left, now) or fraction, 1.0)  # the whole run's, once estimated
+        estimated = run_fraction(run.started, left, now) or fraction  # the whole run's, once estimated
+        fraction = min(max(estimated, p.get("done_share") or 0.0), 1.0)  # and never back: the worker's share so far
     if phase == "training" and p.get("examples_per_s"):
         text += f" · {p['examples_per_s']:,.0f} examples/s"
     if run.cancel_requested:
