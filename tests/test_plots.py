@@ -133,3 +133,21 @@ def test_the_training_progress_score_axis_ticks_at_the_figures_precision():
     assert fig.layout.yaxis2.tickformat == ".1f"
     with_tau = loss_curve_figure([], [{"step": 0, "kendall_tau": 0.1}, {"step": 3, "kendall_tau": 0.2}])
     assert with_tau.layout.yaxis2.tickformat == ".3f"
+
+
+def test_maps_use_their_panel_s_width_and_tell_anger_from_love():
+    """Issue 51: a map filled about half of a 430 px panel (a fixed square aspect), and anger and love were drawn in
+    blue and violet."""
+    import numpy as np
+
+    from core.analysis.plots import label_colours, map_figure
+
+    labels = ["anger", "fear", "joy", "love", "sadness", "surprise"]
+    fig = map_figure(np.random.default_rng(0).normal(size=(6, 2)), labels, labels, "map")
+    assert fig.layout.yaxis.scaleanchor is None
+    colours = label_colours(labels)
+
+    def rgb(colour: str) -> np.ndarray:
+        return np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+    assert np.linalg.norm(rgb(colours["anger"]) - rgb(colours["love"])) > 200  # blue and red

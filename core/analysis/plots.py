@@ -24,7 +24,9 @@ from core.evaluation.uncertainty import ERROR_BARS, interval, proportion_ci
 
 PUBLISHED_COLOUR = "#7048e8"  # a published figure (core.evaluation.published): one colour, no run's
 PUBLISHED_NOTE_CHARS = 40  # of its source note in a line's label; the whole note is in the hover where there is one
-PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Alphabet
+# Tableau's ten first, whose neighbours in sorted label order stay far apart (anger blue, love red); Plotly's put
+# anger and love in blue and violet.
+PALETTE = qualitative.D3 + qualitative.Plotly + qualitative.Alphabet
 WEBGL_ABOVE = 3000  # SVG scatter gets sluggish beyond a few thousand points
 HOVER_CHARS = 200
 # A map's continuous colour (e.g. neighbourhood change): grey for none, then yellow to dark red, darker for more.
@@ -128,8 +130,9 @@ def map_figure(
     if values is not None:  # the colour bar stays at the right
         fig.update_layout(coloraxis={"colorscale": CHANGE_SCALE, "cmin": 0, "cmax": 1, "colorbar": {
             "title": {"text": values_title, "side": "right"}, "tickformat": ".0%", "thickness": 12}})
+    # No fixed aspect ratio: a map's axes have no unit, and a square map took about half of a 430 px panel.
     fig.update_xaxes(title_text=f"{method} 1", showticklabels=False, zeroline=False)
-    fig.update_yaxes(title_text=f"{method} 2", showticklabels=False, zeroline=False, scaleanchor="x")
+    fig.update_yaxes(title_text=f"{method} 2", showticklabels=False, zeroline=False)
     return fig
 
 
