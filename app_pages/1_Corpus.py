@@ -7,6 +7,7 @@ from dataclasses import asdict
 import streamlit as st
 
 import ui
+from core.data.content import recent_uploads
 from core.data.corpus import Columns, detect_columns
 from core.data.kinds import KINDS, kind_of, table_kind
 from core.data.lists import ListColumns, detect_list_columns, list_summary, size_range
@@ -43,7 +44,7 @@ from ui.per_class_view import per_class_results
 from ui.run_panel import interval_caption, published_caption
 from ui.state import Table
 
-SOURCES = ("Demo corpus", "Upload a file", "Paste a table")
+SOURCES = ("Demo corpus", "Upload a file", "Paste a table", "A recent upload")
 FILE_TYPES = ["csv", "tsv", "tab", "txt", "jsonl", "ndjson", "json", "parquet", "pq"]
 NO_SPLIT = "(none: hold out 10%)"
 NO_COLUMN = "(none)"
@@ -76,6 +77,15 @@ def choose_table() -> Table | None:
             st.caption(f"Using the uploaded file {literal(current.name)}; upload another one to replace it.")
             return current
         return None
+    if source == SOURCES[3]:
+        recent = recent_uploads()
+        if not recent:
+            st.caption("No upload is kept yet: each file you upload is kept in this app's home and listed here, so a "
+                       "browser reload does not lose it.")
+            return None
+        picked = st.selectbox("Recent uploads, newest first", range(len(recent)), key="corpus_recent",
+                              format_func=lambda i: recent[i]["name"])
+        return ui.state.recent_table(recent[picked])
     text = st.text_area("Paste a table with a header row (CSV, TSV or semicolon-separated)", height=150,
                         key="corpus_paste", persist_state="session",
                         placeholder="text,label\nThe striker scored twice in extra time.,sport\n…")

@@ -171,3 +171,27 @@ def test_no_page_relies_on_streamlit_magic():
     assert len(pages) > 5
     writes = {page.name: _magic_writes(page.read_text(encoding="utf-8")) for page in pages}
     assert writes == {page.name: 0 for page in pages}
+
+
+def test_an_upload_is_kept_and_offered_again_after_a_reload(corpus_page, tiny_model_dir, monkeypatch):
+    """Issue 51: an upload was lost on a browser reload. Each upload is kept in the home (its own copy, named by the
+    user's file name) and the Corpus page lists the recent ones to pick again."""
+    from core.data.content import RECENT_FILE, recent_uploads
+    from core.storage import corpora_dir
+
+    at = corpus_page
+    rows = "".join(f"sentence {i} about topic {i % 2},{'ab'[i % 2]}\n" for i in range(30))
+    at.radio(key="corpus_source").set_value("Upload a file").run()
+    at.file_uploader[0].upload("emotion tweets.csv", ("text,label\n" + rows).encode(), "text/csv").run()
+    assert [e["name"] for e in recent_uploads()] == ["emotion tweets.csv"]
+
+    monkeypatch.setenv("CONTRASTLAB_MODEL", str(tiny_model_dir))
+    again = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=TIMEOUT_S).run()
+    again = again.switch_page("app_pages/1_Corpus.py").run()
+    again.radio(key="corpus_source").set_value("A recent upload").run()
+    assert not again.exception and not again.error
+    assert again.selectbox(key="corpus_recent").options == ["emotion tweets.csv"]
+    assert again.subheader[0].value == "Validation report · `emotion tweets`"
+
+    (corpora_dir() / RECENT_FILE).write_text("{not json")  # a damaged list is no list, never an error
+    assert recent_uploads() == []

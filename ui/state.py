@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core.data.content import remember_upload
 from core.data.corpus import Columns, Corpus, demo_corpus_path, detect_columns
 from core.data.kinds import KINDS
 from core.data.lists import ListColumns, ListCorpus
@@ -115,8 +116,19 @@ def upload_table(file: Any) -> Table:
     if key not in cached:
         cached.clear()  # keep only the latest upload in memory
         df, warnings = read_table(file.getvalue(), file.name)
+        remember_upload(df, Path(file.name).name)  # a reload loses the upload: the Corpus page offers it again
         cached[key] = Table("upload", Path(file.name).stem, key, df, tuple(warnings), Path(file.name).name)
     return cached[key]
+
+
+def recent_table(entry: dict[str, str]) -> Table:
+    """A recent corpus (core.data.content.recent_uploads) as a table, under the name the user uploaded it by."""
+    current = table()
+    key = f"recent:{entry['path']}"
+    if current is not None and current.key == key:
+        return current
+    df, warnings = read_table(Path(entry["path"]).read_bytes(), Path(entry["path"]).name)
+    return Table("upload", Path(entry["name"]).stem, key, df, tuple(warnings), entry["name"])
 
 
 def pasted_table(text: str) -> Table:

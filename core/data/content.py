@@ -7,6 +7,7 @@ background run and a later rerun read exactly those rows."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,35 @@ def persist_table(df: pd.DataFrame, columns: Iterable[str | None]) -> Path:
     if not path.exists():
         write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
     return path
+
+
+RECENT_FILE = "recent.json"  # in the corpora folder: the uploads the pages kept, newest first
+RECENT_KEPT = 10
+
+
+def remember_upload(df: pd.DataFrame, file_name: str) -> Path:
+    """Keep an uploaded table whole (every column, persist_table) and list it under the user's file name among the
+    recent corpora, newest first (RECENT_KEPT of them): a browser reload loses an upload, and the Corpus page offers
+    these to pick again."""
+    path = persist_table(df, [str(c) for c in df.columns])
+    entries = [e for e in recent_uploads() if Path(e["path"]) != path]
+    entries.insert(0, {"name": file_name, "path": str(path)})
+    target = corpora_dir() / RECENT_FILE
+    write_atomic(target, lambda tmp: tmp.write_text(json.dumps(entries[:RECENT_KEPT]), encoding="utf-8"))
+    return path
+
+
+def recent_uploads() -> list[dict[str, str]]:
+    """The recent corpora ({name, path}), newest first, those whose copy still exists; [] for none or a list that
+    cannot be read (it is only a convenience: nothing is lost with it)."""
+    try:
+        entries = json.loads((corpora_dir() / RECENT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(entries, list):
+        return []
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)
+            and isinstance(e.get("path"), str) and Path(e["path"]).is_file()]
 
 
 def given_file_name(recorded: str | None, path: str | Path) -> str:
