@@ -585,8 +585,11 @@ elif ui.state.corpus() is not None:
     st.info(f"The current corpus stays {literal(ui.state.corpus().name)} until you give another table.")
 
 corpus = ui.state.corpus()
-if corpus is None or read.failed or (built is not None and built.failed):
-    st.stop()  # under a table that could not be read or built, another corpus's report would read as its own
+unused = table is not None and ui.state.table() is not None and ui.state.table().key != table.key
+if corpus is None or read.failed or (built is not None and built.failed) or unused:
+    if unused and not read.failed and not (built is not None and built.failed):  # its columns are still to pick
+        st.info(f"The current corpus stays {literal(corpus.name)} until this table's columns are picked.")
+    st.stop()  # under a table that could not be read, built or mapped, another corpus's report would read as its own
 st.subheader(f"Validation report · {literal(corpus.name)}")
 _, show_kind_report_of, show_evaluation_of = VIEWS.get(corpus.kind, KIND_VIEW)
 show_kind_report_of(corpus)
