@@ -169,10 +169,10 @@ def load_any(path: str | Path, text_col: str | None = None, label_col: str | Non
     if unknown:
         raise TypeError(f"load_any() got unexpected keyword arguments {sorted(unknown)}")
     given = {name: value for name, value in roles.items() if value}
-    implied = {k.name for k in KINDS.values() for name in given if name in own_settings(k)}
-    kind = checked_kind(kind) or implied_kind(given) or corpus_kind(path)
+    implied = implied_kind(given)
+    kind = checked_kind(kind) or implied or corpus_kind(path)
     spec = KINDS[kind]
-    if implied - {kind}:
+    if implied not in (None, kind):
         raise UserError(f"{', '.join(sorted(given))} name columns of another kind of corpus than {spec.title}; "
                         "leave them unset or read the file as that kind.")
     if drop_duplicates and "drop_duplicates" not in spec.options:
