@@ -42,9 +42,12 @@ def open_corpus_page(page, server: str) -> None:
 
 
 def pick(page, label: str, option: str) -> None:
-    """Choose `option` in the selectbox called `label` (a BaseWeb select: open it, click the option)."""
+    """Choose the option holding `option` in the selectbox called `label`: open it, type to filter its options, take
+    the first (typing, not clicking a listed option, which a rerun under load could close before the click)."""
     page.locator('[data-testid="stSelectbox"]', has_text=label).click()
-    page.get_by_role("option", name=option, exact=True).click()
+    page.keyboard.type(option)
+    page.get_by_role("option").filter(has_text=option).first.wait_for()
+    page.keyboard.press("Enter")
     wait_idle(page)
 
 
@@ -123,9 +126,7 @@ def test_runs_at_another_k_are_not_subtracted_and_the_page_says_why(server, page
     page.get_by_role("heading", name="Compare two runs").wait_for(timeout=60_000)
     wait_idle(page)
     for box, run_id in (("Run A", finished["k16"]), ("Run B", finished["k8"])):
-        page.locator('[data-testid="stSelectbox"]', has_text=box).click()
-        page.get_by_role("option").filter(has_text=run_id).click()
-        wait_idle(page)
+        pick(page, box, run_id)
     note = page.get_by_text("not compared: computed with another k").first
     note.wait_for()
     cells = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stTable"] tr')]
