@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -70,9 +71,22 @@ def _kill_launchers(pids) -> None:
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port below the kernel's ephemeral range: the single-node runs beside it (torchrun --standalone, gloo)
+    bind ephemeral ports, and one of them once took a port picked with bind(0) and let go before the launcher bound it
+    (EADDRINUSE in a fresh clone's CI)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    below = range(20000, low) if low - 20000 >= 200 else range(10000, 20000)  # a system whose range starts low
+    for port in random.Random(os.getpid()).sample(below, 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 @pytest.fixture(scope="module")
