@@ -586,8 +586,9 @@ elif ui.state.corpus() is not None:
 
 corpus = ui.state.corpus()
 unused = table is not None and ui.state.table() is not None and ui.state.table().key != table.key
-if corpus is None or read.failed or (built is not None and built.failed) or unused:
-    if unused and not read.failed and not (built is not None and built.failed):  # its columns are still to pick
+failed = read.failed or (built is not None and built.failed)
+if corpus is None or failed or unused:
+    if unused and not failed:  # its columns are still to pick
         st.info(f"The current corpus stays {literal(corpus.name)} until this table's columns are picked.")
     st.stop()  # under a table that could not be read, built or mapped, another corpus's report would read as its own
 st.subheader(f"Validation report · {literal(corpus.name)}")

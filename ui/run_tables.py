@@ -13,6 +13,7 @@ from pandas.io.formats.style import Styler
 from core.analysis.plots import losses_figure
 from core.evaluation.headline import HEADLINE, Metric, p_text
 from core.evaluation.paired import compared, unlike
+from core.evaluation.published import corpus_keys
 from core.runs.labels import corpus_names, corpus_path, differences, duration_s, knob_text, recipe_text
 from core.runs.store import Run
 from core.training.config import resolved
@@ -78,8 +79,8 @@ def _settings(run: Run) -> dict:
 def corpus_of(run: Run) -> str | None:
     """What a finished run's corpus held, as its summary recorded it (the rows as a set, else the fingerprint); None
     for a run without one (unfinished, or saved before)."""
-    corpus = ((run.progress or {}).get("summary") or {}).get("corpus") or {}
-    return corpus.get("content_key") or corpus.get("fingerprint")
+    keys = corpus_keys(((run.progress or {}).get("summary") or {}).get("corpus") or {})
+    return next((key for key in keys if key), None)
 
 
 def same_corpus(a: Run, b: Run) -> bool | None:

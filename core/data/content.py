@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.data.table import TABLE_EXTS, read_file
+from core.data.table import TABLE_EXTS, read_file, rows_key
 from core.errors import UserError
 from core.storage import corpora_dir, write_atomic
 
@@ -35,12 +35,11 @@ def column_fingerprint(values: pd.Series) -> str:
 
 
 def rowset_fingerprint(df: pd.DataFrame) -> str:
-    """The table's rows as a multiset, whatever their order: each row's cells (columns by name) hashed, the hashes
-    sorted, so the same rows in another order have the same rowset and another order is told from other values."""
+    """The table's rows as a multiset, whatever their order (core.data.table.rows_key over each row's cells, columns
+    by name): the same rows in another order have the same rowset, so another order is told from other values."""
     names = sorted(map(str, df.columns))
     cells = [df[name].astype(object).where(df[name].notna(), _MISSING).map(str).tolist() for name in names]
-    rows = sorted(hashlib.sha256("\x1f".join(row).encode("utf-8", "surrogatepass")).digest() for row in zip(*cells))
-    return hashlib.sha256(b"".join(rows)).hexdigest()[:COLUMN_DIGITS]
+    return rows_key(rows=zip(*cells))
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,10 @@ class Content:
     rowset: str | None = None
 
     @classmethod
-    def of(cls, df: pd.DataFrame) -> Content:
-        return cls(len(df), {str(name): column_fingerprint(df[name]) for name in df.columns}, rowset_fingerprint(df))
+    def of(cls, df: pd.DataFrame, rowset: bool = True) -> Content:
+        """`rowset` False leaves the multiset out where only the fingerprint is asked for (naming a saved copy)."""
+        return cls(len(df), {str(name): column_fingerprint(df[name]) for name in df.columns},
+                   rowset_fingerprint(df) if rowset else None)
 
     @classmethod
     def of_file(cls, path: str | Path, columns: Iterable[str] | None = None) -> Content:
@@ -108,7 +109,7 @@ def persist_table(df: pd.DataFrame, columns: Iterable[str | None]) -> Path:
     if missing:
         raise UserError(f"There is no column named '{missing[0]}'; the columns are: {', '.join(map(str, df.columns))}.")
     frame = df[names].reset_index(drop=True)
-    path = saved_copy_path(Content.of(frame).fingerprint)
+    path = saved_copy_path(Content.of(frame, rowset=False).fingerprint)
     if not path.exists():
         write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
     return path
