@@ -44,11 +44,16 @@ def targets(report_to: str | None) -> list[str]:
     return [] if not report_to or report_to == "none" else report_to.split(",")
 
 
+def run_name(run: Run) -> str:
+    """The run as the trackers name it: its label as the Runs page shows it, without a status ('triplet · margin 0.1
+    · <id>')."""
+    return run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}")
+
+
 def tensorboard_dir(run: Run) -> Path:
     """<home>/tensorboard/<the run's label>-<run id>: TensorBoard names a run by its folder, so its list of runs reads
     as the app's ("triplet_margin_0.1-<id>"), not as ids alone."""
-    label = run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}").removesuffix(f" · {run.id}")
-    return home() / "tensorboard" / f"{safe_name(label, 60)}-{run.id}"
+    return home() / "tensorboard" / f"{safe_name(run_name(run).removesuffix(f' · {run.id}'), 60)}-{run.id}"
 
 
 def mlflow_uri() -> str:
@@ -142,7 +147,7 @@ class TensorBoard:
 
         self.writer = SummaryWriter(log_dir=str(tensorboard_dir(run)))
         table = "\n".join(f"| {key} | {value} |" for key, value in params.items())
-        self.writer.add_text("contrastlab/run", run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}"))
+        self.writer.add_text("contrastlab/run", run_name(run))
         self.writer.add_text("contrastlab/settings", "| setting | value |\n|---|---|\n" + table)
         self.writer.add_text("contrastlab/units", UNITS_TEXT)
 
@@ -185,8 +190,7 @@ class MLflow:
         else:
             experiment_id = self.client.create_experiment(
                 experiment, artifact_location=(home() / "mlflow-artifacts").resolve().as_uri())
-        label = run_label(run, own_settings_text(run)).removesuffix(f" · {run.status}")
-        self.run_id = self.client.create_run(experiment_id, run_name=label,
+        self.run_id = self.client.create_run(experiment_id, run_name=run_name(run),
                                              tags={"contrastlab.run_id": run.id, "contrastlab.units": UNITS_TEXT,
                                                    "mlflow.note.content": UNITS_TEXT}).info.run_id
         listed = [Param(key, value) for key, value in params.items()]
