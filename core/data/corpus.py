@@ -22,10 +22,11 @@ import pandas as pd
 from core.data.lists import ListCorpus, neighbour_lists
 from core.data.table import (DEFAULT_MAX_BYTES, HOLDOUT_FRACTION, LEAK_EXAMPLES, MIN_ROWS, SPLIT_NAMES, SPLIT_SEED,
                              ColumnError, check_target_values, check_unique_names, clean_labels, clean_splits,
-                             clean_texts, conflict_warnings, dropped_rows, guess_label_column, guess_text_column,
-                             is_split_column, kept_text, known_columns, leak_text, listed_names, long_texts,
-                             missing_markers, read_file, resolve_column, rows_key, seeded_holdout, sorted_classes,
-                             split_by_column, split_duplicates, split_ratio, target_warnings, undetected)
+                             clean_texts, conflict_warnings, count_card, dropped_rows, guess_label_column,
+                             guess_text_column, is_split_column, kept_text, known_columns, leak_text, listed_names,
+                             long_texts, missing_markers, read_file, resolve_column, rows_key, seeded_holdout,
+                             sorted_classes, split_by_column, split_duplicates, split_ratio, target_warnings,
+                             undetected)
 from core.errors import UserError, shorten
 from core.storage import ASSETS
 
@@ -344,8 +345,7 @@ class LabelledKind:
         return self.name
 
     def cards(self, corpus: Corpus) -> list[tuple[str, object, str]]:
-        n_train, n_test = len(corpus.train_texts), len(corpus.test_texts)
-        return [("Texts", f"{n_train + n_test:,}", f"{n_train:,} train, {n_test:,} {corpus.target_split}"),
+        return [count_card("Texts", len(corpus.train_texts), len(corpus.test_texts), corpus.target_split),
                 ("Classes", len(corpus.classes), ", ".join(corpus.classes))]
 
     def caption(self, corpus: Corpus, code: Callable[[str], str]) -> str:

@@ -42,6 +42,7 @@ from core.data.table import (
     check_unique_names,
     clean_splits,
     clean_texts,
+    count_card,
     few_targets_warning,
     is_missing,
     long_texts,
@@ -445,8 +446,7 @@ class ListKind:
         return self.name
 
     def cards(self, corpus: ListCorpus) -> list[tuple[str, object, str]]:
-        return [("Lists", f"{len(corpus.train) + len(corpus.test):,}",
-                 f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}"),
+        return [count_card("Lists", len(corpus.train), len(corpus.test), corpus.target_split),
                 ("Kind", self.name, list_summary(corpus))]
 
     def caption(self, corpus: ListCorpus, code: Callable[[str], str]) -> str:

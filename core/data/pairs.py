@@ -40,6 +40,7 @@ from core.data.table import (
     check_unique_names,
     clean_splits,
     clean_texts,
+    count_card,
     dropped_rows,
     is_missing,
     kept_text,
@@ -573,8 +574,7 @@ class PairKind:
         return "unscored pairs" if corpus.columns.score is None else self.name
 
     def cards(self, corpus: PairCorpus) -> list[tuple[str, object, str]]:
-        return [("Pairs", f"{len(corpus.train) + len(corpus.test):,}",
-                 f"{len(corpus.train):,} train, {len(corpus.test):,} {corpus.target_split}"),
+        return [count_card("Pairs", len(corpus.train), len(corpus.test), corpus.target_split),
                 ("Kind", self.name, pair_summary(corpus))]
 
     def caption(self, corpus: PairCorpus, code: Callable[[str], str]) -> str:

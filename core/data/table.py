@@ -541,6 +541,11 @@ def kept_text(kept: int, used: int, unit: str) -> str:
     return f"{kept:,} {unit}" + (f" ({used:,} in train and test)" if used != kept else "")
 
 
+def count_card(unit: str, n_train: int, n_target: int, target_split: str) -> tuple[str, str, str]:
+    """The Home and Corpus pages' first card of every kind: its items in all, then per split."""
+    return unit, f"{n_train + n_target:,}", f"{n_train:,} train, {n_target:,} {target_split}"
+
+
 def sorted_classes(classes: set[str]) -> list[str]:
     """Numeric order when every label is an integer (2 before 10), otherwise alphabetical."""
     if all(INT_RE.fullmatch(c) for c in classes):
