@@ -220,3 +220,21 @@ def test_every_kind_names_its_roles_figures_and_options_consistently(name):
     assert set(kind.roles) == {f for f in kind.column_type.__dataclass_fields__}
     assert set(kind.required) <= set(kind.roles) and name in kind.figure_sets
     assert set(kind.options) <= {"drop_duplicates", "list_shape"}
+
+
+def test_every_kind_counts_its_items_per_split_on_its_first_card(tmp_path):
+    """The Home and Corpus pages show a kind's first card as its items in all, then train and target counts."""
+    tables = {"labelled": pd.DataFrame({"text": [f"text {i}" for i in range(120)], "label": ["a", "b"] * 60}),
+              "pairs": pd.DataFrame({"text1": [f"a cat {i}" for i in range(120)],
+                                     "text2": [f"a dog {i}" for i in range(120)], "score": [i % 5 for i in range(120)]}),
+              "lists": pd.DataFrame({"list_id": np.repeat([f"q{i}" for i in range(120)], 3),
+                                     "rank": np.tile([1, 2, 3], 120), "text": [f"text {i}" for i in range(360)]})}
+    for name, table in tables.items():
+        path = tmp_path / f"{name}.csv"
+        table.to_csv(path, index=False)
+        corpus = load_any(path)
+        kind = kind_of(corpus)
+        unit, total, split = kind.cards(corpus)[0]
+        n_target = kind.targets(corpus)
+        assert kind.name == name and int(total) == int(split.split()[0]) + n_target
+        assert split.endswith(f" train, {n_target} {corpus.target_split}") and n_target > 0, (name, unit, split)
