@@ -226,7 +226,8 @@ def test_every_kind_counts_its_items_per_split_on_its_first_card(tmp_path):
     """The Home and Corpus pages show a kind's first card as its items in all, then train and target counts."""
     tables = {"labelled": pd.DataFrame({"text": [f"text {i}" for i in range(120)], "label": ["a", "b"] * 60}),
               "pairs": pd.DataFrame({"text1": [f"a cat {i}" for i in range(120)],
-                                     "text2": [f"a dog {i}" for i in range(120)], "score": [i % 5 for i in range(120)]}),
+                                     "text2": [f"a dog {i}" for i in range(120)],
+                                     "score": [i % 5 for i in range(120)]}),
               "lists": pd.DataFrame({"list_id": np.repeat([f"q{i}" for i in range(120)], 3),
                                      "rank": np.tile([1, 2, 3], 120), "text": [f"text {i}" for i in range(360)]})}
     for name, table in tables.items():
