@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from core.data.content import given_file_name
-from core.data.kinds import load_any
+from core.data.kinds import kind_of, load_any
 from core.errors import UserError, os_error
 from core.models.loading import load_model
 from core.runs.labels import knob_name, knob_value, own_settings_text
@@ -122,7 +122,6 @@ def write_embeddings(model, corpus, dest: Path, progress=None) -> list[Path]:
     """Embeddings of the texts a run is evaluated on, from the cache when possible: a labelled corpus's test split
     and train sample (with labels), a pair corpus's target pairs' texts, a list corpus's target lists' members."""
     # Both import torch; the pages import this module for safe_name, so they load only when exporting.
-    from core.data.kinds import kind_of
     from core.evaluation.corpus_eval import Scorer
     from core.models.encode import encode_cached
 
