@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from core.evaluation.uncertainty import figure_interval
@@ -67,6 +68,15 @@ class Metric:
         """The value as tables and cards show it: scaled, rounded, with its unit (a change: change_text)."""
         shown = round(self.shown(value), self.digits) + 0.0  # + 0.0: a value that rounds to -0 shows as 0
         return f"{shown:.{self.digits}f}{'%' if self.percent else ''}"
+
+    def shown_text(self, value: object) -> str:
+        """text(value), or "–" where a run has no such figure (missing, NaN): what tables and cards print."""
+        return self.text(value) if is_number(value) else "–"
+
+
+def is_number(value: object) -> bool:
+    """A finite int or float (not a bool): a figure a run recorded, as opposed to a missing or undefined one."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def intervals_text(result: dict, k: int | str = "k") -> str:

@@ -13,7 +13,6 @@ it.
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from pathlib import Path
@@ -23,7 +22,7 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from core.data.content import given_file_name
 from core.data.corpus import CLASSES_SHOWN
 from core.data.kinds import kind_of
-from core.evaluation.headline import HEADLINE, Metric
+from core.evaluation.headline import HEADLINE, Metric, is_number
 from core.evaluation.paired import change_texts
 from core.models.ata import ATAPooling
 from core.training.config import TrainConfig, checkpoint_text
@@ -194,13 +193,13 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     for metric in HEADLINE:
         if metric.key in before or metric.key in after:
             was, now = before.get(metric.key), after.get(metric.key)
-            change = paired.get(metric.key) or (metric.change_text(was, now) if _finite(was) and _finite(now)
+            change = paired.get(metric.key) or (metric.change_text(was, now) if is_number(was) and is_number(now)
                                                 else "–")
             ci_was, ci_now = _interval_text(metric, before), _interval_text(metric, after)
             method = INTERVAL_METHODS.get(metric.key)
             if (ci_was or ci_now) and method and method not in methods:
                 methods.append(method)
-            lines.append(f"| {metric.long} | {_shown(metric, was)}{ci_was} | {_shown(metric, now)}{ci_now} | "
+            lines.append(f"| {metric.long} | {metric.shown_text(was)}{ci_was} | {metric.shown_text(now)}{ci_now} | "
                          f"{change} |")
     if methods:
         lines += ["", f"In brackets: the 95% interval ({'; '.join(methods)})."]
@@ -267,8 +266,8 @@ def _per_class_lines(before: dict, after: dict) -> list[str]:
         small = isinstance(n, int) and n < SMALL_CLASS
         few = few or small
         cells = [f"{n}{'*' if small else ''}" if isinstance(n, int) else "–",
-                 *(f"{row['polarity']:.1f}" if _finite(row.get("polarity")) else "–" for row in (was, now)),
-                 *(f"{100 * row['knn_recall']:.1f}%" if _finite(row.get("knn_recall")) else "–"
+                 *(f"{row['polarity']:.1f}" if is_number(row.get("polarity")) else "–" for row in (was, now)),
+                 *(f"{100 * row['knn_recall']:.1f}%" if is_number(row.get("knn_recall")) else "–"
                    for row in (was, now))]
         lines.append(f"| {_code(name)} | {' | '.join(cells)} |")
     notes = []
@@ -314,13 +313,6 @@ def _batch_text(cfg: TrainConfig) -> str:
             f"{cfg.nproc} per node x {cfg.nnodes} node(s), PyTorch DDP)")
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _shown(metric: Metric, value: object) -> str:
-    """A metric's value as the app's tables show it (unit, digits), "–" where the run has none."""
-    return metric.text(value) if _finite(value) else "–"
 
 
 def _code(text: object) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import UserError, shorten
-from core.evaluation.headline import DISCOUNTS, HEADLINE
+from core.evaluation.headline import DISCOUNTS, HEADLINE, is_number
 from core.models.loading import DEFAULT_MODEL, check_device, layer_count
 from core.storage import ASSETS, corpora_dir
 from core.training.params import Param
@@ -285,19 +284,14 @@ def checkpoint_text(selection: dict, steps: object, sts_corpus: str | None,
         return f"the last step, {steps}: no checkpoint had an STS Spearman on {where} ({how})"
     value = sts.text(selection["best"])
     if best == 0:
-        later = [p for p in points if p["step"] > 0 and _finite(p["sts_spearman"])]
+        later = [p for p in points if p["step"] > 0 and is_number(p["sts_spearman"])]
         rival = max(later, key=lambda p: p["sts_spearman"], default=None)  # max keeps the earliest of equals
         beaten = f"; the best later one, step {rival['step']}, {sts.text(rival['sts_spearman'])}" if rival else ""
         return (f"step 0 of {steps}, the model before training: no later checkpoint beat its STS Spearman on {where} "
                 f"({value}{beaten}; {how}), so the saved model has the base model's weights")
-    start = points[0]["sts_spearman"]
-    start = sts.text(start) if _finite(start) else "–"
+    start = sts.shown_text(points[0]["sts_spearman"])
     return (f"step {best} of {steps}{' (the last)' if best == steps else ''}, the best STS Spearman on {where} "
             f"({value}; step 0, the model before training, {start}; {how})")
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def absolute_path(value: str) -> str:
