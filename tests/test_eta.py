@@ -19,7 +19,7 @@ from core.evaluation.evaluator import TradeoffEvaluator
 from core.runs.store import Run, RunStore
 from core.training import trainer
 from core.training.config import TrainConfig
-from core.training.eta import FORWARD_BACKWARD, EncodeShare, RunEta, save_seconds
+from core.training.eta import FORWARD_BACKWARD, EncodeShare, RunEta, save_seconds, work_curve
 from core.training.trainer import run_training
 from tests.test_mgh import labelled_csv
 from tests.test_sts import pair_table
@@ -88,6 +88,39 @@ def test_an_evaluations_first_batch_does_not_set_its_pace():
     assert share.since == (3.0, 0.1)
     slow = RunEta(total_steps=4, eval_s=4.0)  # estimated 4 s; it runs slower: its pace counts from the first batch
     assert slow.final(5.0, share.fraction, share.since) == pytest.approx(7.0)  # 700 more at 100 / s, not 700 / 60
+
+
+def _longest_first_evaluation(work) -> list[float]:
+    """The ETAs an evaluation after training reports as it encodes two phases (a 1,800-text train sample, a
+    200-text hold-out) longest first in batches of 64, each text taking as long as its characters plus 10, with
+    lengths as skewed as SST-2's; its estimate, eval_s, is its true duration."""
+    import random
+
+    rng = random.Random(0)
+    phases = {name: sorted((int(rng.lognormvariate(4.3, 0.6)) for _ in range(n)), reverse=True)
+              for name, n in (("train sample", 1800), ("holdout", 200))}
+    per_char = 1e-4
+    truth = sum(length + 10 for lengths in phases.values() for length in lengths) * per_char
+    eta = RunEta(total_steps=4, eval_s=truth, eval_texts=2000,
+                 work=work([" " * n for lengths in phases.values() for n in lengths]) if work else None)
+    share, elapsed, shown = eta.share(), 0.0, []
+    for name, lengths in phases.items():
+        for start in range(0, len(lengths), 64):
+            elapsed += sum(n + 10 for n in lengths[start : start + 64]) * per_char
+            share.update(name, min(start + 64, len(lengths)), len(lengths), elapsed)
+            shown.append(eta.final(elapsed, share.fraction, share.since or (0.0, 0.0)) + elapsed)
+    return [end / truth for end in shown]  # each report's predicted end, as a multiple of the true duration
+
+
+def test_a_longest_first_encode_is_paced_by_its_work_not_its_texts():
+    """Item 18: counted in texts, the long texts encoded first set a pace that predicted about twice the time left,
+    and the ETA jumped up as the evaluation after training got going. Counted in work it stays near the truth."""
+    by_texts = _longest_first_evaluation(None)
+    assert max(by_texts) > 1.3  # the failure, as it was
+    by_work = _longest_first_evaluation(work_curve)
+    assert max(by_work) < 1.1 and min(by_work) > 0.9
+    assert work_curve([])(0.5) == 0.5 and work_curve(["ab", "a"])(1.0) == pytest.approx(1.0)
+    assert work_curve(["a" * 90, ""])(0.5) == pytest.approx(100 / 110)  # the long text first
 
 
 def test_the_before_evaluations_start_up_is_not_counted_in_the_next_one(tiny_model, contrastlab_home):

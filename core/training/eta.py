@@ -5,6 +5,7 @@ clock; core.training.trainer feeds it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 # A training step runs its texts forward and backward; the backward pass costs about two forward passes, so an
@@ -12,7 +13,9 @@ from dataclasses import dataclass, field
 FORWARD_BACKWARD = 3.0
 SAVE_BYTES_PER_S = 150e6  # a modest disk's write rate: the weights dominate what saving writes
 SAVE_FIXED_S = 0.5  # tokenizer files, config and model card
-PACE_SHARE = 0.1  # an evaluation's own pace is trusted once this share of its texts is encoded
+PACE_SHARE = 0.1  # an evaluation's own pace is trusted once this share of its work is done
+# A text's cost in an encode, in characters: its own plus a fixed part (special tokens, per-text pooling and copying)
+TEXT_OVERHEAD_CHARS = 10
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -96,6 +99,11 @@ class RunEta:
     step_s: float | None = None  # seconds per training step, evaluations excluded (the latest measurement)
     cancelled: bool = False
     first: tuple[int, float] | None = None  # (step, training seconds) at the first measurement
+    work: Callable[[float], float] | None = None  # an evaluation's work curve (work_curve), for its EncodeShare
+
+    def share(self) -> EncodeShare:
+        """A new tally of one evaluation's progress."""
+        return EncodeShare(self.eval_texts, self.work)
 
     def add_evaluation(self, seconds: float) -> None:
         """Record an in-training evaluation's duration."""
@@ -178,12 +186,35 @@ class RunEta:
         return max(expected * (1 - share), paced_s * (1 - share) / paced)
 
 
-class EncodeShare:
-    """The share of an evaluation's texts encoded so far, from its encode progress calls (phase name, done, total):
-    done summed over the phases, out of `texts` (what one evaluation encodes) or the phases' totals where larger."""
+def work_curve(texts: Sequence[str]) -> Callable[[float], float]:
+    """The share of an encode's work done once a share q of its texts is encoded: encode batches longest first
+    (core.models.encode.longest_first), so the first tenth of SST-2's texts holds about a quarter of the work, and
+    a pace counted in texts predicted twice the time left. A text's cost is its length in characters plus
+    TEXT_OVERHEAD_CHARS; an encode of a sample of these texts has the same curve."""
+    costs = sorted((len(t) + TEXT_OVERHEAD_CHARS for t in texts), reverse=True)
+    total, cumulative = float(sum(costs)), [0.0]
+    for cost in costs:
+        cumulative.append(cumulative[-1] + cost)
+    if not costs:
+        return lambda q: min(max(q, 0.0), 1.0)
 
-    def __init__(self, texts: int) -> None:
+    def curve(q: float) -> float:
+        position = min(max(q, 0.0), 1.0) * len(costs)
+        whole = min(int(position), len(costs) - 1)
+        return (cumulative[whole] + (position - whole) * costs[whole]) / total
+
+    return curve
+
+
+class EncodeShare:
+    """The share of an evaluation's work done so far, from its encode progress calls (phase name, done, total):
+    each phase's share of its texts through `work` (work_curve; texts count alike without one), weighted by the
+    phase's texts, out of `texts` (what one evaluation encodes) or the phases' totals where larger. `done` and
+    `total` count texts, as the progress bar shows them."""
+
+    def __init__(self, texts: int, work: Callable[[float], float] | None = None) -> None:
         self.texts = max(texts, 0)
+        self.work = work or (lambda q: q)
         self._done: dict[str, int] = {}
         self._total: dict[str, int] = {}
         self.since: tuple[float, float] | None = None  # (elapsed s, share) at the first report: where pace starts
@@ -205,7 +236,10 @@ class EncodeShare:
 
     @property
     def fraction(self) -> float:
-        return min(self.done / self.total, 1.0) if self.total else 0.0
+        if not self.total:
+            return 0.0
+        work = sum(total * self.work(self._done[name] / total) for name, total in self._total.items() if total)
+        return min(work / self.total, 1.0)
 
 
 def planned_seconds(steps: int, texts_per_step: int, eval_texts: int, rate: float, save_s: float = 0.0) -> float:

@@ -36,7 +36,7 @@ from core.models.threads import threads_for_free_cores
 from core.training import distributed
 from core.training.card import save_with_card
 from core.training.config import TrainConfig, corpus_options
-from core.training.eta import EncodeShare, RunEta, save_seconds
+from core.training.eta import EncodeShare, RunEta, save_seconds, work_curve
 from core.training.recipes import get_recipe
 from core.training.packing import packed_training
 from core.training.selection import CheckpointSelection, selection_pairs
@@ -168,7 +168,7 @@ class _ReportCallback(TrainerCallback):
                                elapsed_s=round(elapsed, 2), eta_s=self._eta(self.eta.training(step, train_s)),
                                examples_per_s=round(rate * self.examples_per_step, 1))
         if control.should_evaluate:
-            self.eval_t0, self.share = time.monotonic(), EncodeShare(self.eta.eval_texts)
+            self.eval_t0, self.share = time.monotonic(), self.eta.share()
             self.reporter.progress(phase=f"evaluating at step {step}", step=0, total=self.share.total or None,
                                    unit="texts", eta_s=self._eta(self.eta.evaluating(step, 0.0, 0.0)))
         return control
@@ -428,8 +428,9 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
         timings["frozen_states_s"] = time.monotonic() - t_states
         loss = recipe.build_loss(model, cfg)
         evaluator = TradeoffEvaluator(corpus, reference, settings) if cfg.eval_every > 0 else None
-        eval_texts = sum(len(texts) for texts in evaluation_texts(corpus, settings, sts, lists))
-        eta = _run_eta(cfg, model, dataset, before_timing, eval_texts)
+        eval_texts = [text for texts in evaluation_texts(corpus, settings, sts, lists) for text in texts]
+        eta = _run_eta(cfg, model, dataset, before_timing, len(eval_texts))
+        eta.work = work_curve(eval_texts)
         selection = CheckpointSelection(select, cfg.select_every, reporter.progress) if select is not None else None
         trainer = make_trainer(cfg, model, loss, dataset, work_dir / "trainer", reporter, evaluator, eta, selection)
         reporter.progress(phases=recipe.phases(cfg, total_steps(cfg, len(dataset))))
@@ -447,7 +448,7 @@ def run_training(cfg: TrainConfig, reporter: Reporter, work_dir: Path, corpus_na
             raise Cancelled()
 
         t3 = time.monotonic()
-        share = EncodeShare(eta.eval_texts)
+        share = eta.share()
 
         def after_progress(name: str, done: int, total: int) -> None:
             elapsed = time.monotonic() - t3
