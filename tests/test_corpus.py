@@ -259,7 +259,8 @@ def test_fingerprint_changes_with_labels():
     assert corpus_of(df).fingerprint != corpus_of(flipped).fingerprint
 
 
-@pytest.mark.parametrize("target_name, expected", [("test", "test"), ("validation", "validation"), ("dev", "validation")])
+@pytest.mark.parametrize("target_name, expected", [("test", "test"), ("validation", "validation"),
+                                                   ("dev", "validation"), ("TRIAL", "validation")])  # SICK's dev set
 def test_split_column_honoured(target_name, expected):
     df = rows(n_per_class=10).assign(split=["train"] * 8 + [target_name] * 2 + ["train"] * 8 + [target_name] * 2)
     c = corpus_of(df)

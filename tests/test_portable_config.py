@@ -176,6 +176,35 @@ def test_a_pair_file_with_its_texts_swapped_says_its_cosines_are_unchanged(tmp_p
                      "STS Spearman as they were; training on it anyway."]
 
 
+def test_a_re_run_mapping_its_columns_compares_the_file_role_by_role(tmp_path, tiny_model_dir, capsys):
+    """Issue 51 item 2: the same pairs in SICK's own column names, mapped with --text1-col etc., are the same
+    content, not a file that "lacks the columns 'text1'"; other pairs so mapped differ in their values."""
+    from core.training.config import portable
+
+    pairs = pd.DataFrame({"text1": [f"a cat {i}" for i in range(120)], "text2": [f"a dog {i % 7}" for i in range(120)],
+                          "score": [float(i % 5) for i in range(120)]})
+    first = tmp_path / "pairs.csv"
+    pairs.to_csv(first, index=False)
+    sick = pairs.rename(columns={"text1": "sentence_A", "text2": "sentence_B", "score": "relatedness_score"})
+    sick.assign(text1="not a role here").to_csv(tmp_path / "sick.csv", index=False)
+    sick.assign(relatedness_score=sick["relatedness_score"][::-1].to_numpy()).to_csv(tmp_path / "other.csv",
+                                                                                     index=False)
+    config = tmp_path / "config.yaml"
+    settings = {"corpus": str(first), "model": str(tiny_model_dir), "recipe": "cosent", "text1_col": "text1",
+                "text2_col": "text2", "score_col": "score"}
+    config.write_text(yaml.safe_dump(portable(TrainConfig(**settings).to_dict())))
+    roles = {"text1_col": "sentence_A", "text2_col": "sentence_B", "score_col": "relatedness_score"}
+    for name, said in (("sick.csv", []), ("other.csv", ["other values in the column 'score'"])):
+        heard: list[str] = []
+        TrainConfig.from_file(config, {"corpus": str(tmp_path / name), **roles}, heard.append)
+        assert len(heard) == len(said) and all(text in line for text, line in zip(said, heard)), heard
+    flags = ["--text1-col", "sentence_A", "--text2-col", "sentence_B", "--score-col", "relatedness_score"]
+    assert main(["train", str(tmp_path / "sick.csv"), "--config", str(config), *flags, "--json",
+                 "--foreground", "--epochs", "1", "--batch-size", "8"]) == 0
+    err = capsys.readouterr().err
+    assert "is not the" not in err and "lacks" not in err, err
+
+
 def test_extra_columns_of_the_original_file_are_not_a_difference(exported, tmp_path):
     """The pages save only the columns a run reads; the user's file may hold more."""
     config = exported["dir"] / CONFIG_FILE

@@ -97,11 +97,11 @@ def train_config(args, overrides: dict | None = None) -> dict:
 
 def _config_file(args, given: dict, warn: bool = False) -> dict:
     """The --config file's settings. A file it names by name and checksum (an export's config.yaml) is found on this
-    machine or taken from the command line (`given`: the corpus argument, --sts-corpus, --documents); with `warn`, a
-    given file whose checksum differs is said on stderr."""
-    from core.training.config import file_settings
+    machine or taken from the command line (`given`: the corpus argument, --sts-corpus, --documents, and the column
+    flags the given corpus is compared by); with `warn`, a given file whose content differs is said on stderr."""
+    from core.training.config import COLUMN_SETTINGS, file_settings
 
-    files = {name: given[name] for name in file_settings() if given.get(name)}
+    files = {name: given[name] for name in (*file_settings(), *COLUMN_SETTINGS) if given.get(name)}
     say = (lambda text: print(f"warning: {text}", file=sys.stderr)) if warn else None
     return TrainConfig.from_file(args.config, files, say).to_dict()
 

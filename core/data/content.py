@@ -58,11 +58,18 @@ class Content:
                    rowset_fingerprint(df) if rowset else None)
 
     @classmethod
-    def of_file(cls, path: str | Path, columns: Iterable[str] | None = None) -> Content:
+    def of_file(cls, path: str | Path, columns: Iterable[str] | None = None,
+                renamed: dict[str, str] | None = None) -> Content:
         """The content of a file as a corpus loader reads it (a one-line UserError when it cannot be read); of the
-        `columns` it has among those named, when given, as a run that read only them records it."""
+        `columns` it has among those named, when given, as a run that read only them records it. `renamed` maps a
+        named column to the file's column that plays its role now (a re-run's --text1-col sentence_A for a run that
+        read 'text1'), so a file is compared role by role, whatever its own names."""
         df = read_file(Path(path))[0]
-        return cls.of(df if columns is None else df[[c for c in columns if c in df.columns]])
+        if columns is None:
+            return cls.of(df)
+        sources = {name: (renamed or {}).get(name, name) for name in columns}
+        return cls.of(pd.DataFrame({name: df[source].to_numpy() for name, source in sources.items()
+                                    if source in df.columns}, index=df.index))
 
     @property
     def fingerprint(self) -> str:

@@ -35,7 +35,7 @@ LEAK_EXAMPLES = 5  # leaked texts quoted in the report
 FEW_TARGETS = 30  # fewer target texts (or lists): every figure over them, and any difference of two, is rough
 MAX_JSON_DEPTH = 100  # a cell nested deeper could make str() or repr() of it hit the recursion limit later
 SPLIT_NAMES = ("split", "fold", "partition", "subset")
-VALIDATION_NAMES = ("validation", "dev", "val", "valid")
+VALIDATION_NAMES = ("validation", "dev", "val", "valid", "trial")  # trial: SICK's development set (TRAIN/TRIAL/TEST)
 SPLIT_VALUES = ("train", "test", *VALIDATION_NAMES)
 
 DELIMITED = {".csv": None, ".txt": None, ".tsv": "\t", ".tab": "\t"}

@@ -406,14 +406,15 @@ def _content(key: str, value: dict) -> Content | None:
     return content
 
 
-def _difference(path: Path, content: Content | None, sha: str | None) -> str:
+def _difference(path: Path, content: Content | None, sha: str | None, renamed: dict[str, str] | None = None) -> str:
     """What differs between a file and the content (or older exports' sha256) an entry names, in words; '' for
-    the same. A file that cannot be read differs (the corpus loader then says why, in its own words)."""
+    the same. A file that cannot be read differs (the corpus loader then says why, in its own words). `renamed`:
+    Content.of_file's."""
     from core.data.content import Content
 
     try:
         if content is not None:
-            return Content.of_file(path, content.columns).difference(content)
+            return Content.of_file(path, content.columns, renamed).difference(content)
         got = sha and file_sha256(path)
         return "" if got == sha else f"its sha256 is {got}, not {sha}"
     except (UserError, OSError):
@@ -438,6 +439,13 @@ def _what_it_changes(differs: str, data: dict, content: Content | None) -> str:
     if differs.startswith(SWAPPED) and all(f"{column!r}" in differs for column in pair):
         return ": every pair's two texts are swapped, which leaves every cosine and STS Spearman as they were"
     return ""
+
+
+def _renamed(data: dict, given: dict) -> dict[str, str]:
+    """The corpus columns the command line maps to other columns than the config's run read (--text1-col
+    sentence_A where it read 'text1'): {the column the run read: the one given}."""
+    return {data[name]: given[name] for name in COLUMN_SETTINGS
+            if isinstance(data.get(name), str) and isinstance(given.get(name), str) and given[name] != data[name]}
 
 
 def _places(config_dir: Path) -> list[Path]:
@@ -475,7 +483,7 @@ def locate_files(data: dict, config: Path, given: dict | None = None,
         if chosen:
             out[key] = str(chosen)
             if warn is not None and Path(chosen).is_file() and (content or sha):
-                differs = _difference(Path(chosen), content, sha)
+                differs = _difference(Path(chosen), content, sha, _renamed(data, given) if key == "corpus" else None)
                 if differs:
                     warn(f"{chosen} is not the {name} that config {config} trained on: {differs}"
                          f"{_what_it_changes(differs, data, content)}; training on it anyway.")
