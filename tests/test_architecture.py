@@ -16,13 +16,15 @@ ALLOWED = {
     "models": {"errors", "storage"},
     "data": {"errors", "storage", "models"},
     "evaluation": {"errors", "storage", "models", "data"},
+    "generation": {"errors", "storage", "models", "data", "evaluation"},
     "losses": {"errors"},
     "training": {"collector", "errors", "storage", "models", "data", "evaluation", "losses"},
     "runs": {"errors", "storage", "models", "data", "evaluation", "training"},
     "jobs": {"collector", "errors", "storage", "models", "data", "evaluation", "training", "runs"},
     "analysis": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs"},
     "reproduce": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs"},
-    "cli": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs", "analysis", "reproduce"},
+    "cli": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs", "analysis", "reproduce",
+            "generation"},
     "__main__": {"cli"},
 }
 

@@ -91,3 +91,37 @@ def build_tiny_model(
     modules = [transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling), Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(path))
     return path
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} [SEP] {% endfor %}"
+                 "{% if add_generation_prompt %}assistant :{% endif %}")
+
+
+def build_tiny_causal_lm(path: Path, *, layers: int = 2, hidden: int = 32, heads: int = 2,
+                         stop_bias: float = 0.0) -> Path:
+    """Write a tiny random-weights Llama with this file's word-piece vocabulary and a chat template to ``path``:
+    a causal LM folder as the generation engines load one. [SEP] ends a sequence; `stop_bias` raises its logit
+    so that greedy answers end on their own after a few tokens (a random model otherwise runs to the limit)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = vocabulary()
+    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, model_max_length=512)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.eos_token = "[SEP]"
+    tokenizer.save_pretrained(str(path))
+    sep, pad = vocab.index("[SEP]"), vocab.index("[PAD]")
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=2 * hidden,
+                         max_position_embeddings=512, eos_token_id=sep, bos_token_id=vocab.index("[CLS]"),
+                         pad_token_id=pad, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    if stop_bias:
+        with torch.no_grad():
+            model.lm_head.weight[sep] += stop_bias * model.model.norm.weight.sign()
+    model.generation_config.eos_token_id = sep
+    model.generation_config.pad_token_id = pad
+    model.save_pretrained(str(path))
+    return path

@@ -9,6 +9,7 @@ Every user error prints one line to stderr and exits with status 2. Here: ``main
 - ``training``: the commands that start a background run and follow it: train, quick, crop, sweep, reproduce
   (``train_config``, ``follow``, ``progress_run``); serve, which keeps a worker warm for them.
 - ``runs``: the commands over recorded runs: runs, export.
+- ``generate``: generate, the language-model-written data of seeds 003 and 004.
 - ``parser``: every command's flags: ``build_parser``.
 
 Corpus reading, evaluation and export are imported inside the commands that use them: they load pandas,
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from core.cli.analysis import (cmd_compare, cmd_evaluate, cmd_layers, cmd_maps, cmd_published, print_compare,
                                print_evaluate, print_layers, print_maps, print_published)
 from core.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, RunFailed
+from core.cli.generate import cmd_generate, print_generate
 from core.cli.parser import build_parser
 from core.cli.runs import cmd_export, cmd_runs, print_export, print_runs
 from core.cli.training import (cmd_crop, cmd_quick, cmd_reproduce, cmd_serve, cmd_sweep, cmd_train, print_quick,
@@ -49,6 +51,7 @@ COMMANDS: dict[str, tuple[Callable, Callable]] = {
     "compare": (cmd_compare, print_compare),
     "export": (cmd_export, print_export),
     "published": (cmd_published, print_published),
+    "generate": (cmd_generate, print_generate),
 }
 
 

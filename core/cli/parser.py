@@ -6,6 +6,7 @@ import argparse
 import functools
 
 from core.cli.common import DISCOUNT, K_PARAM, LIST_SHAPE, column_flags, corpus_args, leak_arg
+from core.cli.generate import generate_args
 from core.cli.training import train_args
 from core.evaluation.headline import HEADLINE
 from core.jobs.sweep import SEEDS
@@ -104,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True)
     ex.add_argument("--no-embeddings", action="store_true")
     ex.add_argument("--json", action="store_true")
+    generate_args(sub.add_parser("generate", help="write the data seeds 003 and 004 train on with a language model "
+                                 "(a local folder or an OpenAI-compatible endpoint): ranked lists by directional "
+                                 "control, or four graded hard negatives per query"))
     pb = sub.add_parser("published", help="the published figures stored with a corpus (\"published: 77.6 on this "
                         "test set\"), shown beside ours by evaluate and the pages: list them, set one or remove one")
     pb.add_argument("corpus", help="the corpus file, read as evaluate reads it (its content fingerprint is the key)")
