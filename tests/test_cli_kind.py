@@ -82,6 +82,7 @@ def test_a_forced_kind_that_a_command_cannot_use_says_so(pair_file, tiny_model_d
 def test_a_hostile_kind_exits_2_in_one_line(command, kind, pair_file, tmp_path, capsys):
     extra = {"maps": ["--out", str(tmp_path / "maps")], "quick": ["--margin", "0.1"]}.get(command, [])
     assert main([command, str(pair_file), "--kind", kind, *extra]) == 2
-    assert error_line(capsys) == f"error: The corpus kind must be one of labelled, pairs, lists; got {kind!r}."
-    with pytest.raises(UserError, match="must be one of labelled, pairs, lists"):
+    assert error_line(capsys) == (f"error: The corpus kind must be one of labelled, pairs, lists, negatives; got "
+                                  f"{kind!r}.")
+    with pytest.raises(UserError, match="must be one of labelled, pairs, lists, negatives"):
         load_any(pair_file, kind=kind)

@@ -63,7 +63,7 @@ def test_figures_round_trip_in_the_shown_unit_per_corpus():
 
 @pytest.mark.parametrize(("key", "value", "note", "message"), [
     ("nosuch", 1, "", "There is no figure called 'nosuch'; use one of polarity, similarity, knn_accuracy, "
-                      "linear_accuracy, sts_spearman, ordering_accuracy, kendall_tau."),
+                      "linear_accuracy, rerank_accuracy, sts_spearman, ordering_accuracy, kendall_tau."),
     ("polarity", float("nan"), "", "The published P@k must be a finite number; got nan."),
     ("polarity", "nan", "", "The published P@k must be a finite number; got 'nan'."),
     ("polarity", math.inf, "", "The published P@k must be a finite number; got inf."),
@@ -174,7 +174,7 @@ def test_cli_sets_lists_and_removes(capsys):
     (["--set", "polarity=nan"], "The published P@k must be a finite number; got 'nan'."),
     (["--set", "polarity=abc"], "The published P@k must be a number such as 77.6; got 'abc'."),
     (["--set", "nosuch=1"], "There is no figure called 'nosuch'; use one of polarity, similarity, knn_accuracy, "
-                            "linear_accuracy, sts_spearman, ordering_accuracy, kendall_tau."),
+                            "linear_accuracy, rerank_accuracy, sts_spearman, ordering_accuracy, kendall_tau."),
     (["--set", "polarity=101"], "The published P@k must lie between 0 and 100, as the cards show it (x100); got 101."),
     (["--set", "polarity"], "--set takes METRIC=VALUE, e.g. --set sts_spearman=77.6; got 'polarity'."),
     (["--set", "polarity="], "The published P@k must be a number such as 77.6; got ''."),
@@ -185,7 +185,7 @@ def test_cli_sets_lists_and_removes(capsys):
     (["--note", "x"], "--note is the source of a figure you --set METRIC=VALUE; give it with --set."),
     (["--set", "polarity=50", "--remove", "polarity"], "Give --set or --remove, not both."),
     (["--remove", "nosuch"], "There is no figure called 'nosuch'; use one of polarity, similarity, knn_accuracy, "
-                             "linear_accuracy, sts_spearman, ordering_accuracy, kendall_tau."),
+                             "linear_accuracy, rerank_accuracy, sts_spearman, ordering_accuracy, kendall_tau."),
     (["--remove", "similarity"], "No published S@k is stored for this corpus, so there is nothing to remove."),
 ])
 def test_cli_refuses_hostile_input_with_one_line_and_exit_2(args, message, capsys):

@@ -13,6 +13,8 @@
   ``mined_triplet_counts``, ``triplet_count_note``, ``metric_changes``, ``change_table``.
 - ``attention``: every layer's attention per head from one pass, and the ATA weights of one text, reference vs
   fine-tuned: ``read_attention``, ``layer_attention``, ``compare_attention``, ``weight_changes``.
+- ``generation_plots``: generated data's quality before training: ``list_curve_figure`` (cosine to the anchor by
+  position, per method) and ``negatives_figure`` (seed 004's Table 4, beside the published means).
 - ``per_class_plots``: ``confusion_figure``, the kNN confusion matrix as a row-normalised heatmap.
 - ``plots``: plotly figure builders (pure functions returning ``go.Figure``), and ``map_png`` (a map as a PNG
   with matplotlib, for files written without a browser).

@@ -44,7 +44,8 @@ def corpus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("corpus", help="CSV / TSV / JSONL / Parquet file: labelled texts (text, label), pairs (text1, "
                    "text2, score or label) or ranked lists (list_id, rank, text)")
     column_flags(p)
-    p.add_argument("--kind", default=None, metavar="labelled|pairs|lists", help="read the file as this kind of "
+    p.add_argument("--kind", default=None, metavar="labelled|pairs|lists|negatives",
+                   help="read the file as this kind of "
                    "corpus whatever its column names suggest, e.g. --kind labelled --text-col text1 --label-col score "
                    "(default: from the column names)")
     p.add_argument("--model", default=None, help="local directory, packaged name or hub id (default all-MiniLM-L6-v2)")

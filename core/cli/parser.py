@@ -112,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "test set\"), shown beside ours by evaluate and the pages: list them, set one or remove one")
     pb.add_argument("corpus", help="the corpus file, read as evaluate reads it (its content fingerprint is the key)")
     column_flags(pb)
-    pb.add_argument("--kind", default=None, metavar="labelled|pairs|lists", help="read the file as this kind of "
-                    "corpus (default: from the column names)")
+    pb.add_argument("--kind", default=None, metavar="labelled|pairs|lists|negatives",
+                    help="read the file as this kind of corpus (default: from the column names)")
     leak_arg(pb)
     pb.add_argument(LIST_SHAPE.flag, default=None, metavar="chain|star", help=LIST_SHAPE.help)
     pb.add_argument("--set", metavar="METRIC=VALUE", action="append", help="store a figure in the unit the pages "

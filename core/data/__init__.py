@@ -9,6 +9,8 @@
   ``load_pairs``, ``nli_lists``, ``PairCorpus``.
 - ``lists``: ranked lists (an anchor, then members from most to least related) from a list file, NLI pairs or a
   labelled corpus: ``load_lists``, ``neighbour_lists``, ``ListCorpus``.
+- ``negatives``: rows of (query, positive, four negatives hardest first), seed 004's generated data, which the mgh
+  recipe trains on with --negatives and a model is scored on by reranking: ``load_negatives``, ``NegativesCorpus``.
 - ``leakage``: target pairs and lists that repeat a training item or share a text with one (the labelled
   corpus counts its own): ``find_leaks``, ``drop_leaked_rows``.
 - ``content``: a table's content whatever its file format (per-column fingerprints; what differs between two),

@@ -1,6 +1,6 @@
 """Corpus kinds: what a corpus file holds (labelled texts, pairs, ranked lists, or a kind registered later), told from
 its column names alone, and loading it as that kind. Every kind is one `CorpusKind` in its own module
-(core.data.corpus, pairs, lists) plus one `register` line below; the rest of the code asks the corpus's kind
+(core.data.corpus, pairs, lists, negatives) plus one `register` line below; the rest of the code asks the corpus's kind
 (`kind_of`) instead of branching on it.
 
 core.data sits below core.evaluation, so a kind cannot import the evaluations it is judged by: the evaluation hands
@@ -19,6 +19,7 @@ import pandas as pd
 
 from core.data.corpus import LABELLED
 from core.data.lists import LISTS
+from core.data.negatives import NEGATIVE_ROWS
 from core.data.pairs import PAIRS
 from core.data.table import PARQUET_EXTS, read_file, read_table
 from core.errors import UserError, shorten
@@ -109,6 +110,7 @@ def register(kind: CorpusKind) -> None:
 register(LABELLED)
 register(PAIRS)
 register(LISTS)
+register(NEGATIVE_ROWS)
 
 
 def kind_of(corpus_or_name: Any) -> CorpusKind:

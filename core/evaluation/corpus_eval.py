@@ -129,15 +129,15 @@ def _compute(model, reference, corpus, settings: EvalSettings, progress: PhasePr
 def with_intervals(result: dict, sts_pairs: int) -> dict:
     """The result with a 95% interval `<metric>_ci` beside each headline figure it holds that has none yet: P@k and
     S@k their bootstrap interval over targets (also kept under "uncertainty", which error bars read), kNN and
-    linear-probe accuracy over the test texts and the share of exactly ordered lists (Wilson), Kendall tau the
-    bootstrap over lists, STS Spearman over `sts_pairs` pairs (Fisher z)."""
+    linear-probe accuracy over the test texts, the share of exactly ordered lists and of reranked queries (Wilson),
+    Kendall tau the bootstrap over lists, STS Spearman over `sts_pairs` pairs (Fisher z)."""
     out = dict(result)
     for key in ("polarity", "similarity"):
         bounds = (result.get("uncertainty") or {}).get(f"{key}_ci")
         if result.get(key) is not None and bounds is not None:
             out[f"{key}_ci"] = json_interval(bounds)
     for key, n in (("knn_accuracy", result.get("n_queries")), ("linear_accuracy", result.get("n_queries")),
-                   ("ordering_accuracy", result.get("n_lists"))):
+                   ("ordering_accuracy", result.get("n_lists")), ("rerank_accuracy", result.get("n_queries"))):
         if result.get(key) is not None and n:
             out[f"{key}_ci"] = json_interval(proportion_ci(float(result[key]), int(n)))
     taus = (result.get(ITEMS) or {}).get("list_tau")

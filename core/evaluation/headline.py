@@ -107,6 +107,7 @@ HEADLINE = (
     Metric("similarity", "S@{k}", "S@k (reference-model similarity of retrieved texts)", False),
     Metric("knn_accuracy", "kNN accuracy", "kNN accuracy", True),
     Metric("linear_accuracy", "Linear probe", "Linear-probe accuracy", True),
+    Metric("rerank_accuracy", "Reranking accuracy", "Reranking accuracy (positive above all four negatives)", True),
     Metric("sts_spearman", "STS Spearman", "STS Spearman (cosine vs gold score, x100)", False),
     Metric("ordering_accuracy", "Ordering accuracy", "Ordering accuracy (held-out lists in exactly their order)",
            True),

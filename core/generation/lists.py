@@ -138,11 +138,16 @@ def check_member(candidate: str, finished: bool, members: list[str]) -> str | No
     return None
 
 
-def generate_list(engine: Engine, source: str, settings: ListSettings, seed: int = 0) -> GeneratedList:
-    """One list from `source` by settings.method (see the module docstring)."""
+def check_engine(engine: Engine, settings: ListSettings) -> None:
+    """Refuse directional control on an engine without log-probabilities, before any source is read."""
     if settings.method == "directional" and not engine.guided:
         raise UserError("Directional control needs the model's log-probabilities, which a chat endpoint does not "
                         "give; use --model with a local model folder, or --method stepwise or single.")
+
+
+def generate_list(engine: Engine, source: str, settings: ListSettings, seed: int = 0) -> GeneratedList:
+    """One list from `source` by settings.method (see the module docstring)."""
+    check_engine(engine, settings)
     members, tokens = [source], 0
     if settings.method == "single":
         reply = engine.chat(single_messages(source, settings.steps), settings.max_tokens * settings.steps, seed)

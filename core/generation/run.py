@@ -17,7 +17,7 @@ from core.data.table import clean_texts, names_by_lower, read_file, resolve_colu
 from core.errors import Cancelled, UserError
 from core.generation.engines import Engine
 from core.generation.items import ItemCache, Job, Tally, item_key, run_items
-from core.generation.lists import MIN_MEMBERS, GeneratedList, ListSettings, generate_list
+from core.generation.lists import MIN_MEMBERS, GeneratedList, ListSettings, check_engine, generate_list
 from core.generation.negatives import NEGATIVES, NegativeSettings, NegativesItem, generate_negatives
 from core.storage import write_atomic
 
@@ -104,6 +104,8 @@ def generate(kind: str, engine: Engine, source: Path, out: Path, settings: ListS
     cancelled), and raises Cancelled only when nothing finished passed."""
     if out.suffix.lower() not in (".csv", ".parquet"):
         raise UserError(f"--out must end in .csv or .parquet, got {out.name!r}.")
+    if kind == "lists":
+        check_engine(engine, settings)
     columns = columns or {}
     inputs: list = (read_sentences(source, columns.get("text_col")) if kind == "lists"
                     else read_queries(source, columns.get("query_col"), columns.get("positive_col")))

@@ -11,6 +11,8 @@ pages before any training.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from core.training.examples import Progress
@@ -70,15 +72,19 @@ def _check_edges(value: str) -> str:
 
 def banded_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None = None):
     """(Dataset of anchor, positive, n1..n4, stats with the bands' mean reference cosines and a preview row), mined
-    among the train sample the evaluation encodes, so the reference embeddings come from its cache."""
+    among the train sample the evaluation encodes, so the reference embeddings come from its cache; with
+    cfg.negatives, a negatives file's rows instead (generated_examples)."""
     from core.data.bands import TEXT_COLUMNS, BandSettings, mine_bands, parse_edges
     from core.data.mining import MiningSettings
     from core.evaluation.evaluate import EvalSettings, eval_sets
 
-    sets = eval_sets(corpus, EvalSettings())
-    positives = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
-    examples = mine_bands(reference, sets.train_texts, sets.train_labels,
-                          BandSettings(parse_edges(cfg.bands), positives), corpus_fp=sets.key, progress=progress)
+    if cfg.negatives:
+        examples = generated_examples(cfg, reference, progress)
+    else:
+        sets = eval_sets(corpus, EvalSettings())
+        positives = MiningSettings(k=cfg.mine_k, threshold=cfg.threshold, max_examples=cfg.examples, seed=cfg.seed)
+        examples = mine_bands(reference, sets.train_texts, sets.train_labels,
+                              BandSettings(parse_edges(cfg.bands), positives), corpus_fp=sets.key, progress=progress)
     first = examples.frame.iloc[0]
     preview = [{"role": "anchor", "text": first["anchor"], "cosine": None},
                {"role": "positive", "text": first["positive"], "cosine": None},
@@ -87,12 +93,45 @@ def banded_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None
     return examples.frame[TEXT_COLUMNS].pipe(_dataset), {**examples.stats, "order": cfg.order, "preview": preview}
 
 
+def generated_examples(cfg, reference, progress: Progress | None = None):
+    """A negatives file's rows as banded examples: query as anchor, band k's negative its negative_k (seed 004's
+    generated negatives, hardest first), at most cfg.examples rows drawn with the seed; each band's mean
+    reference cosine to the query in the stats, as mined bands report theirs."""
+    import pandas as pd
+
+    from core.data.bands import COSINE_COLUMNS, TEXT_COLUMNS
+    from core.data.mining import Examples, unit_rows
+    from core.data.negatives import load_negatives
+    from core.models.encode import encode_cached
+
+    rows = load_negatives(cfg.negatives).rows
+    take = np.sort(np.random.default_rng(cfg.seed).permutation(len(rows))[: cfg.examples])
+    chosen = [rows[i] for i in take]
+    frame = pd.DataFrame({"anchor": [r.query for r in chosen], "positive": [r.positive for r in chosen],
+                          **{f"n{b + 1}": [r.negatives[b] for r in chosen] for b in range(BANDS)}})
+    texts = list(dict.fromkeys(t for column in TEXT_COLUMNS for t in frame[column]))
+    where = {t: i for i, t in enumerate(texts)}
+    emb = unit_rows(encode_cached(reference, texts, progress=progress))
+    query = emb[[where[t] for t in frame["anchor"]]]
+    for b in range(BANDS):
+        frame[f"c{b + 1}"] = np.einsum("ij,ij->i", query, emb[[where[t] for t in frame[f"n{b + 1}"]]])
+    stats = {"format": "banded", "negatives_file": Path(cfg.negatives).name, "available": len(rows),
+             "examples": len(frame), "band_cosine": [round(float(frame[c].mean()), 4) for c in COSINE_COLUMNS]}
+    return Examples("banded", frame, stats)
+
+
 def bands_needs(cfg, corpus) -> str | None:
     """Refuse, before the reference encodes anything, a corpus too small for the last band: an anchor needs at least
-    as many other-label texts in the mined train sample as N4's last rank (mining would find no anchor)."""
+    as many other-label texts in the mined train sample as N4's last rank (mining would find no anchor). A run on a
+    negatives file mines nothing: the file is read and checked instead."""
     from core.data.bands import parse_edges
     from core.evaluation.evaluate import EvalSettings, eval_sets
 
+    if cfg.negatives:
+        from core.data.negatives import load_negatives
+
+        load_negatives(cfg.negatives)  # a UserError where the file cannot train
+        return None
     last = parse_edges(cfg.bands)[-1]
     labels = eval_sets(corpus, EvalSettings()).train_labels
     _values, counts = np.unique(labels, return_counts=True)
@@ -121,6 +160,11 @@ ORDER = Param("order", str, "curriculum", "Band order", ORDER_HELP,
 BAND_EDGES = Param("bands", str, "5,20,50,100", "Band edges", "The last reference-cosine rank of N1..N4 among other-label "
               "texts: 5,20,50,100 means N1 = ranks 1-5, N2 = 6-20, N3 = 21-50, N4 = 51-100.", check=_check_edges)
 
+NEGATIVES_FILE = Param("negatives", str, None, "Negatives file", "Train on a file's (query, positive, negative_1..4) "
+                       "rows, band k's negative being negative_k (python -m core generate negatives writes one), "
+                       "instead of mining bands from the corpus; the corpus is still evaluated before and after.",
+                       optional=True, file=True)
+
 MGH = [
     # In-batch negatives must not see the same text twice in a batch, as for MNRL.
     Recipe("mgh", "Multi-granularity hard negatives (curriculum)", "banded",
@@ -128,7 +172,7 @@ MGH = [
            params=(knob("margin", "Scale", 20.0, (5.0, 10.0, 20.0, 50.0),
                         "InfoNCE scale (1 / temperature). Seed 004 gives none; 20 (temperature 0.05) is "
                         "sentence-transformers' MultipleNegativesRankingLoss default and SimCSE's temperature."),
-                   ORDER, BAND_EDGES,
+                   ORDER, BAND_EDGES, NEGATIVES_FILE,
                    Param("mine_k", int, 5, "Positives (k)", "Nearest same-label texts per anchor at cosine >= the "
                          "threshold; each gives one row with the anchor's four band negatives.", low=1, high=100),
                    Param("threshold", float, 0.5, "Cosine threshold", "Positives below it are not used (negatives "
