@@ -3,6 +3,7 @@ and the general settings' schema); preview the examples; start a background run 
 it live. The run belongs to a worker process, so a reload or a second tab shows the same run."""
 
 from dataclasses import asdict
+from pathlib import Path
 
 import streamlit as st
 
@@ -11,6 +12,7 @@ from core.data.content import persist_table
 from core.data.corpus import demo_documents_path, detect_columns
 from core.data.kinds import KINDS, kind_of
 from core.data.lists import size_range
+from core.data.negatives import load_negatives
 from core.data.table import read_table
 from core.errors import UserError
 from core.jobs.ray_sweep import ray_available
@@ -33,6 +35,7 @@ from ui.corpus_view import (
 
 GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
+NEGATIVE_SOURCES = ("Mine bands from the corpus", "The generated negatives", "Upload a negatives file")
 ENGINES = ("Local", "Ray")
 PREVIEW_ROWS = 20
 EXAMPLE_COLUMNS = 4  # settings per row in the examples box: more squeeze their labels onto two lines
@@ -79,6 +82,27 @@ def documents_path(source: str) -> str | None:
     return str(persist_table(df, asdict(detect_columns(df)).values()))
 
 
+def negatives_path(source: str) -> str | None:
+    """The mgh recipe's negatives setting: None (mine bands from the corpus), the file the Generate page handed over,
+    or an uploaded negatives file (query, positive, negative_1..4), checked as the run will read it."""
+    if source == NEGATIVE_SOURCES[0]:
+        return None
+    handed = ui.state.generated()
+    if source == NEGATIVE_SOURCES[1]:
+        if handed.get("kind") != "negatives":
+            raise UserError("No generated negatives yet: write them on the Generate page, or upload a file.")
+        st.caption(f"Training on `{Path(handed['path']).name}`, the negatives the Generate page wrote.")
+        return handed["path"]
+    file = st.file_uploader("Negatives table (query, positive, negative_1..negative_4)",
+                            type=["csv", "tsv", "jsonl", "parquet"])
+    if file is None:
+        raise UserError("Upload a negatives file, or mine the bands from the corpus.")
+    df, _warnings = read_table(file.getvalue(), file.name)
+    path = persist_table(df, [str(c) for c in df.columns])
+    load_negatives(path)  # its report's one-line refusal, here rather than in the worker
+    return str(path)
+
+
 def widget(param: Param, key: str, default: object, where=st, label: str | None = None) -> object:
     """The widget for one setting, from its schema: a checkbox, a choice, the knob's presets (a typed value is
     accepted), a documents source, a text box, or a number box within the setting's bounds; returns the parsed value."""
@@ -93,6 +117,10 @@ def widget(param: Param, key: str, default: object, where=st, label: str | None 
         value = where.selectbox(label, options, index=options.index(default), format_func=lambda m: f"{m:g}",
                                 accept_new_options=True, help=param.help, **_keep(key))
         return param.parse(value)
+    if param.file and param.name == "negatives":
+        handed = int(ui.state.generated().get("kind") == "negatives")  # "Train on this" on the Generate page
+        return negatives_path(where.radio(label, NEGATIVE_SOURCES, index=handed, horizontal=True, help=param.help,
+                                          **_keep(key)))
     if param.file:
         return documents_path(where.radio(label, DOC_SOURCES, horizontal=True, help=param.help, **_keep(key)))
     if param.type is str:

@@ -42,6 +42,8 @@ ATTENTION = AppPage("app_pages/6_Attention.py", "Attention", ":material/visibili
                     "Per-head attention and ATA token weights for one text.")
 RUNS = AppPage("app_pages/7_Runs.py", "Runs & export", ":material/inventory_2:",
                "Compare and delete runs; export models, embeddings and plots.")
+GENERATE = AppPage("app_pages/10_Generate.py", "Generate", ":material/edit_note:",
+                   "Write ranked lists (seed 003) or graded hard negatives (seed 004) with a language model.")
 REPRODUCTIONS = AppPage("app_pages/9_Reproductions.py", "Reproductions", ":material/science:",
                         "Each seed paper's headline experiment: its claims, the published figures and ours.")
 DEFINITIONS = AppPage("app_pages/8_Definitions.py", "Definitions", ":material/menu_book:",
@@ -49,7 +51,7 @@ DEFINITIONS = AppPage("app_pages/8_Definitions.py", "Definitions", ":material/me
                       "aligned maps, ATA pooling.")
 
 WORKFLOW = (CORPUS, TRAIN, MAPS, LAYERS, TRADEOFF, ATTENTION, RUNS)
-PAGES = (HOME, *WORKFLOW, REPRODUCTIONS, DEFINITIONS)
+PAGES = (HOME, *WORKFLOW, GENERATE, REPRODUCTIONS, DEFINITIONS)
 
 
 def navigation() -> st.Page:

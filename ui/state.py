@@ -30,6 +30,7 @@ _TABLE = "corpus_table"
 _MODEL = "model_name"
 _RUN = "run_id"
 _CACHES = "session_caches"
+_GENERATED = "generated_file"  # the Generate page's file for the Train page (generated())
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,15 @@ def pasted_table(text: str) -> Table:
         return current
     df, warnings = read_pasted(text)
     return Table("paste", "pasted table", key, df, tuple(warnings))
+
+
+def generated() -> dict:
+    """The file the Generate page's "Train on this" handed over ({"kind": "lists" | "negatives", "path"}), or {}."""
+    return st.session_state.get(_GENERATED) or {}
+
+
+def set_generated(kind: str, path: Path) -> None:
+    st.session_state[_GENERATED] = {"kind": kind, "path": str(path)}
 
 
 # ---------------------------------------------------------------- model, run, caches

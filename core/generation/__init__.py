@@ -7,6 +7,8 @@
   of the answer and its retries.
 - ``items``: a generation as cached items, made `concurrency` at a time, cancellable without losing one.
 - ``run``: a source file to an output file the recipes train on, with its sidecar.
+- ``job``: a generation as a background run (kind "generate"), as the Generate page starts one: ``run_job``,
+  ``generation_config``.
 - ``quality``: what generated data is worth before training on it, by an independent reference model: lists'
   cosine to the anchor by position, seed 004's Table 4 for negatives, leakage into a test split.
 """

@@ -38,6 +38,7 @@ JOBS: dict[str, str] = {
     "train": "core.training.trainer:run_job",
     "sweep": "core.jobs.sweep:run_job",
     "reproduce": "core.reproduce.job:run_job",
+    "generate": "core.generation.job:run_job",
     "wait": "core.jobs.worker:wait_job",
 }
 
