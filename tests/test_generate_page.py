@@ -88,3 +88,16 @@ def test_train_on_generated_negatives_sets_the_mgh_recipes_file(app, contrastlab
     no_errors(at)
     assert at.radio(key="train:negatives").value == "The generated negatives"
     assert any("generated_negatives.csv" in c.value and "Generate page wrote" in c.value for c in at.caption)
+
+
+def test_a_generation_run_is_listed_beside_training_runs(app, lists_run, capsys):
+    from core.cli import main
+
+    assert main(["runs", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert any(r["run_id"] == lists_run and r["kind"] == "generate" for r in listed["runs"])
+    assert main(["runs"]) == 0
+    assert lists_run in capsys.readouterr().out
+    app.run()
+    at = app.switch_page("app_pages/7_Runs.py").run()
+    no_errors(at)

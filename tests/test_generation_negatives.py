@@ -201,7 +201,7 @@ def test_a_clean_answer_gives_an_item():
     assert item == NegativesItem(QUERY, POSITIVE, tuple(NEGS), 77, 1, None)
     (request,) = server.requests
     assert request.body["model"] == "tiny" and request.body["temperature"] == 0 and request.body["seed"] == 5
-    assert request.body["max_tokens"] == NegativeSettings().max_tokens
+    assert request.body["max_tokens"] == NegativeSettings().token_limit == 5 * 100 * 1.6 + 256
     assert request.body["messages"] == negatives_messages(QUERY, None, NegativeSettings())
 
 

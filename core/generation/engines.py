@@ -170,7 +170,7 @@ class EndpointEngine:
             answer = self.client.chat.completions.create(model=self.model, messages=messages, temperature=0,
                                                          max_tokens=max_tokens, seed=seed)
         except openai.APITimeoutError as exc:
-            raise UserError(f"The endpoint {self.url} did not answer within {self.client.timeout:.0f} s "
+            raise UserError(f"The endpoint {self.url} did not answer within {self.client.timeout:g} s "
                             f"({self.client.max_retries} retries); check that the server is up.") from exc
         except openai.APIConnectionError as exc:
             raise UserError(f"Could not reach the endpoint {self.url}: {exc.__cause__ or exc}.") from exc

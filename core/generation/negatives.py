@@ -16,6 +16,8 @@ from core.errors import UserError, shorten
 from core.generation.engines import Engine, Messages
 
 NEGATIVES = 4
+TOKENS_PER_WORD = 1.6  # English prose in a Llama-3 or GPT tokenizer takes about 1.3-1.5 tokens a word; some margin
+ANSWER_OVERHEAD_TOKENS = 256  # the JSON keys, the similarity levels and the echoed query
 SIMILARITY_LEVELS = ("high", "medium", "medium", "low")  # negative k's similarity to the query, hardest first
 QUERY_TYPES = ("extremely long-tail", "long-tail", "common")
 QUERY_LENGTHS = ("under 5 words", "5 to 15 words", "at least 10 words")
@@ -68,8 +70,9 @@ def _whole(value: object, low: int, high: int | None, what: str) -> None:
 class NegativeSettings:
     """The prompt's placeholders and the retry budget: what changes a row's negatives, so a cached row is reused
     only under the same settings (key()). The defaults describe an ordinary search: a common query of 5 to 15
-    words, clear, at college level, against passage-length documents of 100 words (4 negatives and an echoed
-    positive of 100 words fit in max_tokens=1024; longer documents need a larger max_tokens)."""
+    words, clear, at college level, against passage-length documents of 100 words. max_tokens None: room for the
+    five documents of the answer (four negatives and the echoed positive) at TOKENS_PER_WORD, plus the JSON and the
+    query (token_limit)."""
 
     query_type: str = "common"
     query_length: str = "5 to 15 words"
@@ -77,7 +80,7 @@ class NegativeSettings:
     clarity: str = "clear"
     document_words: int = 100
     attempts: int = 3
-    max_tokens: int = 1024
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         _choice(self.query_type, QUERY_TYPES, "query type")
@@ -86,7 +89,15 @@ class NegativeSettings:
         _choice(self.clarity, CLARITIES, "clarity")
         _whole(self.document_words, *DOCUMENT_WORDS, "document length in words")
         _whole(self.attempts, 1, None, "number of attempts")
-        _whole(self.max_tokens, 1, None, "token limit of an answer")
+        if self.max_tokens is not None:
+            _whole(self.max_tokens, 1, None, "token limit of an answer")
+
+    @property
+    def token_limit(self) -> int:
+        """The answer's token limit: max_tokens, else enough for five documents of document_words each."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return int((NEGATIVES + 1) * self.document_words * TOKENS_PER_WORD) + ANSWER_OVERHEAD_TOKENS
 
     def key(self) -> dict:
         """Everything that changes the output, prompt text included (a reworded prompt makes every row again)."""
@@ -245,14 +256,14 @@ def generate_negatives(engine: Engine, query: str, positive: str | None, setting
     messages = negatives_messages(query, positive, settings)
     tokens, error = 0, ""
     for attempt in range(settings.attempts):
-        reply = engine.chat(messages, settings.max_tokens, seed + attempt)
+        reply = engine.chat(messages, settings.token_limit, seed + attempt)
         tokens += reply.tokens
         try:
             found, negatives = parse_negatives(reply.text, need_positive=positive is None)
             if positive is not None:
                 check_distinct(negatives, positive)
         except MalformedAnswer as exc:
-            cut = "" if reply.finished else f" (the answer stopped at the {settings.max_tokens}-token limit)"
+            cut = "" if reply.finished else f" (the answer stopped at the {settings.token_limit}-token limit)"
             error = f"{exc}{cut}"
             continue
         kept = positive if positive is not None else found or ""  # found is there: need_positive asked for it
