@@ -40,6 +40,8 @@ BENCHMARKS = {
            "wall time, final loss",
     "sweep_engines": "a 4-margin sweep on the demo corpus: engine local (one after another) vs Ray local with 2 "
                      "workers (torch 1 thread each), wall time and metrics per margin",
+    "generate": "generation (seed 003 lists, seed 004 negatives' engines): directional vs stepwise tokens/s on a tiny "
+                "Llama, our chat vs plain generate, an endpoint at concurrency 4 vs 1",
     "per_row": "per-row costs for docs/scaling.md: encode texts/s (one process vs ST pool), FAISS flat/IVF/HNSW "
                "ms/query and recall@10, t-SNE/UMAP out-of-sample placement, Parquet",
 }

@@ -289,9 +289,11 @@ def test_every_headline_figure_gets_its_interval_and_one_reader_finds_it():
     result = with_intervals({"polarity": 60.0, "similarity": 40.0, "uncertainty": {"polarity_ci": [55.0, 65.0],
                                                                                   "similarity_ci": [38.0, 42.0]},
                              "knn_accuracy": 0.8, "linear_accuracy": 0.7, "n_queries": 50, "kendall_tau": 0.28,
-                             "ordering_accuracy": 0.2, "n_lists": 5, ITEMS: {"list_tau": taus}}, 0)
+                             "ordering_accuracy": 0.2, "n_lists": 5, "rerank_accuracy": 0.6,
+                             ITEMS: {"list_tau": taus}}, 0)
     assert result["polarity_ci"] == [55.0, 65.0] and result["similarity_ci"] == [38.0, 42.0]
     assert result["linear_accuracy_ci"] == list(proportion_ci(0.7, 50))
+    assert result["rerank_accuracy_ci"] == list(proportion_ci(0.6, 50))  # a negatives file's, over its queries
     assert result["kendall_tau_ci"] == list(bootstrap_mean_ci(taus))
     assert all(figure_interval(result, m.key) is not None for m in HEADLINE if m.key != "sts_spearman")
     older = {"polarity": 60.0, "uncertainty": {"polarity_ci": [55.0, 65.0]}}  # a run stored before
