@@ -14,7 +14,7 @@ from core.analysis.generation_plots import list_curve_figure, negatives_figure
 from core.data.content import persist_table
 from core.data.lists import detect_list_columns
 from core.data.table import DEFAULT_MAX_BYTES, read_table
-from core.generation.engines import API_KEY_ENV
+from core.generation.engines import API_KEY_ENV, generator_text
 from core.generation.job import generation_config
 from core.generation.lists import DEFAULT_LAMBDA, DEFAULT_STEPS, METHODS
 from core.generation.negatives import CLARITIES, DIFFICULTIES, QUERY_LENGTHS, QUERY_TYPES
@@ -131,7 +131,7 @@ if done is not None and active is None:
             if result.get("kind") == "lists" else f"{counts.get('rows', 0):,} rows")
     dropped = ", ".join(f"{n:,} {why}" for why, n in counts.get("dropped", {}).items() if n) or "none"
     st.caption(f"{made} from {counts.get('finished', 0):,} source items in {result.get('seconds', 0)} s; dropped: "
-               f"{dropped}. Generator: {result.get('generator', {})}.")
+               f"{dropped}. Written by {generator_text(result.get('generator', {}))}.")
     if quality:
         if result.get("kind") == "lists":
             st.plotly_chart(list_curve_figure({result["settings"]["method"]: quality}), key="generate_curve")

@@ -48,15 +48,17 @@ def list_curve_figure(by_method: dict[str, dict]) -> go.Figure:
 
 
 def negatives_figure(quality: dict, published: dict | None = None) -> go.Figure:
-    """Mean cosine to the query of the positive and of N1..N4 (a negatives_quality report) as bars with their 95%
-    intervals; `published` ({"N1": 0.881, ...}: another model's means, seed 004's Table 4) as markers beside them,
-    to compare the shape of the fall rather than the level, which depends on the model."""
+    """Mean cosine to the query of the positive and of N1..N4 (a negatives_quality report) as points with their 95%
+    intervals, on an axis that fits them (bars from 0 hid a fall of a few hundredths); `published` ({"N1": 0.881,
+    ...}: another model's means, seed 004's Table 4) as markers beside them, to compare the shape of the fall
+    rather than the level, which depends on the model."""
     roles = list(quality["means"])
     means = [quality["means"][role] for role in roles]
-    fig = go.Figure(go.Bar(
-        x=roles, y=[m["mean"] for m in means], name="this file (reference model)",
-        marker={"color": [POSITIVE_COLOUR if role == "positive" else NEGATIVE_COLOUR for role in roles]},
-        error_y={"type": "data", "symmetric": False, "color": "darkgrey", "thickness": 1.5,
+    fig = go.Figure(go.Scatter(
+        x=roles, y=[m["mean"] for m in means], name="this file (reference model)", mode="lines+markers",
+        line={"color": NEGATIVE_COLOUR, "width": 1, "dash": "dot"},
+        marker={"size": 12, "color": [POSITIVE_COLOUR if role == "positive" else NEGATIVE_COLOUR for role in roles]},
+        error_y={"type": "data", "symmetric": False, "color": "dimgrey", "thickness": 1.5, "width": 8,
                  "array": [0 if m["ci"][1] is None else m["ci"][1] - m["mean"] for m in means],
                  "arrayminus": [0 if m["ci"][0] is None else m["mean"] - m["ci"][0] for m in means]},
         customdata=[[_ci_text(m), m["n"]] for m in means],

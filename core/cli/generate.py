@@ -149,6 +149,8 @@ def _stop_on_signals(stop: threading.Event):
 
 
 def print_generate(result: dict) -> None:
+    from core.generation.engines import generator_text
+
     if result.get("out") is None:
         print(f"generation {result['status']}: {result['note']}")
         return
@@ -157,7 +159,7 @@ def print_generate(result: dict) -> None:
             else f"{counts['rows']} rows of negatives")
     dropped = ", ".join(f"{n} {why}" for why, n in counts.get("dropped", {}).items() if n) or "none"
     print(f"generation {result['status']}: {made} from {counts['finished']} of {counts['source_items']} source items "
-          f"in {result['seconds']} s")
+          f"in {result['seconds']} s, written by {generator_text(result['generator'])}")
     print(f"dropped: {dropped}")
     if counts.get("ended_early"):
         print("chains ended early: " + ", ".join(f"{n} {why}" for why, n in counts["ended_early"].items()))
