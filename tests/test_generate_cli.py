@@ -192,3 +192,24 @@ def test_a_negatives_file_that_cannot_train_is_one_line(edit, match, tmp_path):
     with pytest.raises(UserError, match=match) as caught:
         load_negatives(path)
     assert len(str(caught.value).splitlines()) == 1
+
+
+def test_two_models_on_a_negatives_file_are_compared_query_by_query(tmp_path, tiny_model_dir, tiny_model):
+    """Reranking accuracy keeps each query's outcome, so two models on the same rows get a paired difference; the same
+    rows in another order are the same items."""
+    from core.evaluation.corpus_eval import evaluate_corpus
+    from core.evaluation.paired import compare
+    from core.models.loading import load_model
+    from tests.tiny_model import build_tiny_model
+
+    table = _negatives_table(60).assign(split=lambda t: ["train" if i < 30 else "test" for i in range(60)])
+    path, shuffled = tmp_path / "n.csv", tmp_path / "shuffled.csv"
+    table.to_csv(path, index=False)
+    table.sample(frac=1.0, random_state=1).to_csv(shuffled, index=False)
+    other = load_model(str(build_tiny_model(tmp_path / "cls", pooling="cls")), device="cpu")
+    a = evaluate_corpus(tiny_model, tiny_model, load_negatives(path))
+    b = evaluate_corpus(other, other, load_negatives(shuffled))
+    differences, notes = compare(a, b)
+    (rerank,) = [d for d in differences if d.name == "rerank_accuracy"]
+    assert rerank.n == 30 and rerank.delta == pytest.approx(b["rerank_accuracy"] - a["rerank_accuracy"])
+    assert rerank.ci_low <= rerank.delta <= rerank.ci_high and rerank.mcnemar_p is not None

@@ -188,17 +188,8 @@ class NegativesKind:
 
     def evaluate(self, corpus: NegativesCorpus, scorer) -> dict:
         """The share of target queries whose positive has a higher cosine than each of its four negatives."""
-        queries, positives, negatives = self.evaluation_texts(corpus, scorer)
-        q = _unit(scorer.encode(queries, "encoding the queries"))
-        p = _unit(scorer.encode(positives, "encoding the positives"))
-        n = _unit(scorer.encode(negatives, "encoding the negatives")).reshape(len(q), NEGATIVES, -1)
-        positive_cos = np.einsum("ij,ij->i", q, p)
-        negative_cos = np.einsum("ij,ikj->ik", q, n)
-        first = (positive_cos[:, None] > negative_cos).all(axis=1)
         return {"kind": self.name, "model": "", "target_split": corpus.target_split,
-                "rerank_accuracy": float(first.mean()), "n_queries": len(q),
-                "negative_cosine": [round(float(c), 4) for c in negative_cos.mean(axis=0)],
-                "positive_cosine": round(float(positive_cos.mean()), 4)}
+                **scorer.rerank([(r.query, r.positive, r.negatives) for r in corpus.test])}
 
     def figures_key(self, corpus: NegativesCorpus) -> str:
         return self.name
@@ -215,11 +206,6 @@ class NegativesKind:
 
     def summary_text(self, summary: dict, code: Callable[[str], str]) -> str:
         return f"{summary['rows_train']:,} training and {summary['rows_test']:,} {summary['target_split']} rows"
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norms > 0, norms, 1.0)
 
 
 def _split(df: pd.DataFrame, columns: NegativeColumns, kept: list[int]) -> tuple[np.ndarray, np.ndarray, str, str]:

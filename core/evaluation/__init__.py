@@ -11,6 +11,8 @@
 - ``ordering``: how well a model orders held-out ranked lists, on the rows their shape orders (a star list's
   anchor, every anchor of a chain list): ``ordering_metrics`` (ordering accuracy, Kendall tau), ``ordering_scores``,
   ``list_scores``, ``ordered_rows``, ``in_order``, ``evaluate_lists``.
+- ``reranking``: a negatives file's reranking accuracy (the positive above all four negatives), each query's
+  outcome kept for paired comparisons: ``rerank_metrics``.
 - ``sts``: Spearman x 100 of cosine against a pair corpus's gold score: ``sts_spearman``, ``sts_scored`` (with each
   pair's cosine), ``pair_cosines``.
 - ``changes``: the test items that changed between two evaluations (flipped kNN votes with their neighbours, pairs

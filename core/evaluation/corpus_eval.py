@@ -6,6 +6,7 @@ computed once and read by every run that starts from it.
 - labelled texts: P@k, S@k, kNN and linear-probe accuracy (core.evaluation.evaluate), the reference judging S@k;
 - pairs: STS Spearman on the target pairs (core.evaluation.sts);
 - lists: ordering accuracy and Kendall tau on the target lists (core.evaluation.ordering);
+- negatives: reranking accuracy on the target rows (core.evaluation.reranking);
 plus, for any kind, the STS Spearman of a run's extra pair corpus (`sts`) and the ordering of a list recipe's
 target lists (`lists`).
 """
@@ -25,6 +26,7 @@ from core.evaluation import items as per_item
 from core.evaluation.evaluate import EvalSets, EvalSettings, PhaseProgress, eval_sets, evaluate
 from core.evaluation.items import CONDITIONS, CONTENT_VERSION, ITEMS, ITEMS_OF, canonical
 from core.evaluation.ordering import evaluate_lists, list_texts, ordering_metrics
+from core.evaluation.reranking import rerank_metrics
 from core.evaluation.sts import evaluate_pairs, pair_texts, sts_scored
 from core.evaluation.uncertainty import bootstrap_mean_ci, json_interval, proportion_ci, spearman_ci
 from core.models.encode import encode_cached
@@ -77,6 +79,10 @@ class Scorer:
     def ordering(self, lists) -> dict:
         """Ordering accuracy and Kendall tau on a list corpus's target lists."""
         return evaluate_lists(self.model, lists, "", progress=self.report(TEXTS_OF.format("target lists")))
+
+    def rerank(self, rows) -> dict:
+        """Reranking accuracy on (query, positive, negatives) rows: a negatives file's target rows."""
+        return rerank_metrics(rows, self.encode)
 
     def sample(self, corpus) -> EvalSets:
         """The train sample and targets a labelled corpus's evaluation encodes (the kNN and P@k pool's sample)."""

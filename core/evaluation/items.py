@@ -31,7 +31,9 @@ GROUPS = {  # per-item array: the group of items it has one value for
     "sts_gold": "pairs",  # its gold score
     "list_exact": "lists",  # 1 where every ordered row of the list is in order
     "list_tau": "lists",  # the list's mean Kendall tau
-    **{f"{group}_order": group for group in ("texts", "pairs", "lists")},  # the group's items in canonical order
+    "rerank_first": "queries",  # 1 where the query's positive outranks all its negatives
+    # the group's items in canonical order
+    **{f"{group}_order": group for group in ("texts", "pairs", "lists", "queries")},
 }
 # Results whose `of` names items by content carry it as items["content"]; 2: as a set (canonical), with each group's
 # order, so the same items in another row order (a pair's texts either way round) are the same items.

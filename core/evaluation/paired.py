@@ -76,10 +76,11 @@ FIGURES: dict[str, Figure] = {  # every figure an evaluation reports that has pe
     "sts_spearman": Figure(_spearman, "pairs"),
     "ordering_accuracy": Figure(_mean("list_exact", 1), "lists", right=lambda a: a["list_exact"] > 0.5),
     "kendall_tau": Figure(_mean("list_tau", 1), "lists"),
+    "rerank_accuracy": Figure(_mean("rerank_first", 1), "queries", right=lambda a: a["rerank_first"] > 0.5),
 }
 CONDITION_WORDS = {"k": "k", "discount": "rank discount", "knn_k": "the kNN vote's k", "knn_metric": "kNN metric"}
 ITEM_WORDS = {"texts": ("test text", "test texts"), "pairs": ("test pair", "test pairs"),
-              "lists": ("test list", "test lists")}
+              "lists": ("test list", "test lists"), "queries": ("test query", "test queries")}
 
 
 @dataclass(frozen=True)
