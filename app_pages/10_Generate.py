@@ -22,6 +22,7 @@ from core.generation.quality import PUBLISHED_NEGATIVES
 from core.jobs import launch
 from ui.feedback import guard
 from ui.nav import TRAIN
+from ui.run_control import corpus_fields
 from ui.run_panel import REFRESH_S, live_run
 
 KIND_LABELS = {"lists": "Ranked lists (seed 003)", "negatives": "Hard negatives (seed 004)"}
@@ -92,7 +93,8 @@ if active is None and st.button("Generate", icon=":material/play_arrow:", type="
     with guard("Starting the generation"):
         config = generation_config(kind, str(source), out_name.strip(), model.strip(), endpoint, settings,
                                    seed=int(seed), concurrency=int(concurrency), limit=int(limit) or None,
-                                   reference=ui.state.model_name())
+                                   reference=ui.state.model_name(),
+                                   check_against=corpus_fields() if ui.state.corpus() is not None else None)
         run_id = store.create("generate", config)
         launch.start(store, run_id)
         st.rerun()
@@ -132,6 +134,12 @@ if done is not None and active is None:
     dropped = ", ".join(f"{n:,} {why}" for why, n in counts.get("dropped", {}).items() if n) or "none"
     st.caption(f"{made} from {counts.get('finished', 0):,} source items in {result.get('seconds', 0)} s; dropped: "
                f"{dropped}. Written by {generator_text(result.get('generator', {}))}.")
+    if "leakage" in counts:
+        leak = counts["leakage"]
+        examples = f" (e.g. {', '.join(f'`{t}`' for t in leak['examples'][:3])})" if leak["leaked"] else ""
+        (st.warning if leak["leaked"] else st.caption)(
+            f"Leakage: {leak['leaked']:,} of the {leak['of']:,} written texts are test texts of the corpus "
+            f"`{leak['corpus']}`{examples}; a model trained on them scores those by memory.")
     if quality:
         if result.get("kind") == "lists":
             st.plotly_chart(list_curve_figure({result["settings"]["method"]: quality}), key="generate_curve")

@@ -45,6 +45,7 @@ def test_negatives_generated_on_the_page_are_plotted_and_handed_to_the_train_pag
         wait_idle(page)
         assert_no_errors(page)
         page.get_by_text("24 rows from 24 source items").wait_for()
+        page.get_by_text("test texts of the corpus demo_corpus").wait_for()  # checked against the session's corpus
         page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
         assert "PhD" in " ".join(r.body["messages"][-1]["content"] for r in llm.requests[:1])
     page.mouse.move(0, 0)

@@ -114,6 +114,9 @@ class QueryKind:
     def texts(self, corpus: QueryCorpus) -> list[str]:
         return [text for part in (corpus.train, corpus.test) for row in part for text in row]
 
+    def target_texts(self, corpus: QueryCorpus) -> list[str]:
+        return [text for row in corpus.test for text in row]
+
     def evaluate(self, corpus: QueryCorpus, scorer) -> dict:
         queries, positives = self.evaluation_texts(corpus, scorer)
         q = scorer.encode(queries, "encoding the queries")

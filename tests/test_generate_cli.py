@@ -213,3 +213,24 @@ def test_two_models_on_a_negatives_file_are_compared_query_by_query(tmp_path, ti
     (rerank,) = [d for d in differences if d.name == "rerank_accuracy"]
     assert rerank.n == 30 and rerank.delta == pytest.approx(b["rerank_accuracy"] - a["rerank_accuracy"])
     assert rerank.ci_low <= rerank.delta <= rerank.ci_high and rerank.mcnemar_p is not None
+
+
+def test_written_texts_that_are_test_texts_of_a_corpus_are_counted(tmp_path, contrastlab_home, capsys):
+    corpus = tmp_path / "corpus.csv"
+    pd.DataFrame({"text": [f"Question on {TOPICS[i % 12]} {i}" for i in range(40)],
+                  "label": [TOPICS[i % 3] for i in range(40)],
+                  "split": ["test" if i % 4 == 0 else "train" for i in range(40)]}).to_csv(corpus, index=False)
+    source = tmp_path / "queries.csv"
+    queries = ["QUESTION  on cooking 0", "question on finance 1", "something else"]  # the first is a test text
+    pd.DataFrame({"query": queries}).to_csv(source, index=False)
+    out = tmp_path / "n.csv"
+    with LoopbackServer(_negatives_answer) as server:
+        assert main(["generate", "negatives", str(source), "--endpoint", server.url, "--model", "m", "--out",
+                     str(out), "--check-against", str(corpus), "--json"]) == 0
+    leak = json.loads(capsys.readouterr().out)["counts"]["leakage"]
+    assert (leak["leaked"], leak["examples"], leak["corpus"]) == (1, ["QUESTION  on cooking 0"], "corpus")
+    assert json.loads((tmp_path / "n.csv.generation.json").read_text())["counts"]["leakage"] == leak
+    with LoopbackServer(_negatives_answer) as server:
+        assert main(["generate", "negatives", str(source), "--endpoint", server.url, "--model", "m", "--out",
+                     str(tmp_path / "m.csv"), "--check-against", str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv" in _one_error(capsys) and not (tmp_path / "m.csv").exists()

@@ -55,6 +55,9 @@ def generate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-col", default=None, metavar="STR", help="lists: the source's text column")
     parser.add_argument("--query-col", default=None, metavar="STR")
     parser.add_argument("--positive-col", default=None, metavar="STR")
+    parser.add_argument("--check-against", default=None, metavar="CORPUS", help="a corpus you will evaluate on: "
+                        "count the written texts that repeat one of its test texts (case, accents and spacing "
+                        "aside), in the output and the sidecar")
     parser.add_argument("--device", default=None, help="a local model's device (default: CUDA > MPS > CPU)")
     parser.add_argument("--json", action="store_true")
 
@@ -120,7 +123,8 @@ def cmd_generate(args) -> dict:
         outcome = generate(args.kind, engine, source, out, settings, seed=seed, concurrency=concurrency, limit=limit,
                            columns={"text_col": args.text_col, "query_col": args.query_col,
                                     "positive_col": args.positive_col},
-                           progress=progress, should_stop=stop.is_set)
+                           progress=progress, should_stop=stop.is_set,
+                           check_against={"corpus": args.check_against} if args.check_against else None)
     except Cancelled:
         return {"status": "cancelled", "out": None, "note": "stopped before any finished item passed its checks; "
                 "the finished ones are cached, so a rerun starts from them"}
@@ -161,6 +165,10 @@ def print_generate(result: dict) -> None:
     print(f"generation {result['status']}: {made} from {counts['finished']} of {counts['source_items']} source items "
           f"in {result['seconds']} s, written by {generator_text(result['generator'])}")
     print(f"dropped: {dropped}")
+    if "leakage" in counts:
+        leak = counts["leakage"]
+        shown = f" (e.g. {', '.join(map(repr, leak['examples'][:3]))})" if leak["leaked"] else ""
+        print(f"leakage: {leak['leaked']:,} of {leak['of']:,} written texts are test texts of {leak['corpus']}{shown}")
     if counts.get("ended_early"):
         print("chains ended early: " + ", ".join(f"{n} {why}" for why, n in counts["ended_early"].items()))
     print(f"wrote {result['out']} and {result['sidecar']}")

@@ -363,6 +363,9 @@ class LabelledKind:
     def texts(self, corpus: Corpus) -> list[str]:
         return corpus.train_texts + corpus.test_texts
 
+    def target_texts(self, corpus: Corpus) -> list[str]:
+        return list(corpus.test_texts)
+
     def evaluate(self, corpus: Corpus, scorer) -> dict:
         return scorer.retrieval(corpus)
 

@@ -64,6 +64,9 @@ class CorpusKind(Protocol):
     def texts(self, corpus: Any) -> list[str]:
         """Every text the corpus holds, train and target, as the model reads them (for token counts)."""
 
+    def target_texts(self, corpus: Any) -> list[str]:
+        """Every text of its target items: what generated training data must not repeat (leakage)."""
+
     def evaluate(self, corpus: Any, scorer: Any) -> dict:
         """What a model scores on the corpus: a result with `kind`, `target_split` and its figures, each headline
         figure with the count its interval is over (n_queries, n_pairs, n_lists)."""

@@ -460,6 +460,9 @@ class ListKind:
     def texts(self, corpus: ListCorpus) -> list[str]:
         return [text for part in (corpus.train, corpus.test) for members in part.lists for text in members]
 
+    def target_texts(self, corpus: ListCorpus) -> list[str]:
+        return [text for members in corpus.test.lists for text in members]
+
     def evaluate(self, corpus: ListCorpus, scorer) -> dict:
         return scorer.ordering(corpus)
 

@@ -182,6 +182,9 @@ class NegativesKind:
     def texts(self, corpus: NegativesCorpus) -> list[str]:
         return [t for r in corpus.rows for t in (r.query, r.positive, *r.negatives)]
 
+    def target_texts(self, corpus: NegativesCorpus) -> list[str]:
+        return [t for r in corpus.test for t in (r.query, r.positive, *r.negatives)]
+
     def evaluation_texts(self, corpus: NegativesCorpus, scorer) -> list[list[str]]:
         return [[r.query for r in corpus.test], [r.positive for r in corpus.test],
                 [t for r in corpus.test for t in r.negatives]]

@@ -587,6 +587,9 @@ class PairKind:
     def texts(self, corpus: PairCorpus) -> list[str]:
         return corpus.train.text1 + corpus.train.text2 + corpus.test.text1 + corpus.test.text2
 
+    def target_texts(self, corpus: PairCorpus) -> list[str]:
+        return corpus.test.text1 + corpus.test.text2
+
     def evaluate(self, corpus: PairCorpus, scorer) -> dict:
         return scorer.sts(corpus)
 

@@ -20,15 +20,17 @@ PREVIEW_ITEMS = 5
 
 def generation_config(kind: str, source: str, out_name: str, model: str, endpoint: str | None, settings: dict,
                       seed: int = 0, concurrency: int = 4, limit: int | None = None,
-                      reference: str | None = None) -> dict:
-    """The run config the page queues, checked here (a bad setting is a UserError before any worker starts)."""
+                      reference: str | None = None, check_against: dict | None = None) -> dict:
+    """The run config the page queues, checked here (a bad setting is a UserError before any worker starts);
+    `check_against`: the corpus the written texts are checked against for leakage (core.generation.run)."""
     if kind not in ("lists", "negatives"):
         raise UserError(f"A generation makes lists or negatives, got {kind!r}.")
     _settings(kind, settings)
     if Path(out_name).suffix.lower() not in (".csv", ".parquet") or Path(out_name).name != out_name:
         raise UserError(f"The output name must be a file name ending in .csv or .parquet, got {out_name!r}.")
     return {"kind": kind, "source": source, "out_name": out_name, "model": model, "endpoint": endpoint or None,
-            "settings": settings, "seed": seed, "concurrency": concurrency, "limit": limit, "reference": reference}
+            "settings": settings, "seed": seed, "concurrency": concurrency, "limit": limit, "reference": reference,
+            "check_against": check_against}
 
 
 def _settings(kind: str, settings: dict) -> ListSettings | NegativeSettings:
@@ -68,7 +70,7 @@ def run_job(ctx) -> dict:
 
     outcome = generate(kind, engine, Path(config["source"]), out, settings, seed=config.get("seed", 0),
                        concurrency=config.get("concurrency", 4), limit=config.get("limit"), progress=progress,
-                       should_stop=ctx.should_stop, on_item=on_item)
+                       should_stop=ctx.should_stop, on_item=on_item, check_against=config.get("check_against"))
     if outcome.cancelled:
         raise Cancelled()
     ctx.progress(phase="measuring quality with the reference model", step=None, total=None, unit=None, eta_s=None)

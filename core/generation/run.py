@@ -97,11 +97,13 @@ def _check_concurrency(engine: Engine, concurrency: int) -> int:
 def generate(kind: str, engine: Engine, source: Path, out: Path, settings: ListSettings | NegativeSettings,
              seed: int = 0, concurrency: int = 4, limit: int | None = None, columns: dict | None = None,
              progress: Callable[[Tally], None] | None = None, should_stop: Callable[[], bool] = lambda: False,
-             on_item: Callable[[int, object], None] | None = None, cache: ItemCache | None = None) -> Outcome:
+             on_item: Callable[[int, object], None] | None = None, cache: ItemCache | None = None,
+             check_against: dict | None = None) -> Outcome:
     """Make `kind` ("lists" or "negatives") from `source` into `out` (CSV or Parquet by its suffix) with its
     sidecar. `limit`: the first so many source items. `on_item(index, item)` hears of each item as it is ready
     (the page's preview). Every item is cached as it is done; a cancel writes what is finished (the outcome says
-    cancelled), and raises Cancelled only when nothing finished passed."""
+    cancelled), and raises Cancelled only when nothing finished passed. `check_against`: a corpus ({"corpus": path,
+    column settings}) whose target texts the written texts are checked against (leakage, in the sidecar)."""
     if out.suffix.lower() not in (".csv", ".parquet"):
         raise UserError(f"--out must end in .csv or .parquet, got {out.name!r}.")
     if kind == "lists":
@@ -139,6 +141,8 @@ def generate(kind: str, engine: Engine, source: Path, out: Path, settings: ListS
         if cancelled:  # the finished items are in the cache: a rerun starts from them
             raise Cancelled()
         raise UserError(f"No {kind} passed the checks ({_reasons(counts)}); nothing was written to {out}.")
+    if check_against:  # before anything is written: a corpus that cannot be read is one line
+        counts["leakage"] = test_leakage(table, check_against)
     outcome = Outcome(out, sidecar_path(out), counts, time.monotonic() - t0, cancelled)
     _write(table, out)
     record = {"kind": kind, "generator": engine.describe(), "settings": key, "seed": seed, "source": source.name,
@@ -146,6 +150,19 @@ def generate(kind: str, engine: Engine, source: Path, out: Path, settings: ListS
     write_atomic(outcome.sidecar, lambda tmp: tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False),
                                                              encoding="utf-8"))
     return outcome
+
+
+def test_leakage(table: pd.DataFrame, against: dict) -> dict:
+    """How many distinct texts of the generated table repeat a target text of the corpus `against` names (after
+    the corpus checks' normalisation: case, accents, spacing), with examples: training on them scores by memory."""
+    from core.data.kinds import kind_of, load_any
+    from core.generation.quality import leakage
+
+    settings = dict(against)
+    corpus = load_any(settings.pop("corpus"), **{k: v for k, v in settings.items() if v is not None})
+    texts = list(dict.fromkeys(str(t) for column in table.columns if column not in ("list_id", "rank")
+                               for t in table[column]))
+    return {"corpus": corpus.name, **leakage(texts, kind_of(corpus).target_texts(corpus))}
 
 
 def _reasons(counts: dict) -> str:
