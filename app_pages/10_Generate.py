@@ -13,8 +13,9 @@ import ui
 from core.analysis.generation_plots import list_curve_figure, negatives_figure
 from core.data.content import persist_table
 from core.data.lists import detect_list_columns
+from core.data.provenance import generator_text
 from core.data.table import DEFAULT_MAX_BYTES, read_table
-from core.generation.engines import API_KEY_ENV, generator_text
+from core.generation.engines import API_KEY_ENV
 from core.generation.job import generation_config
 from core.generation.lists import DEFAULT_LAMBDA, DEFAULT_STEPS, METHODS
 from core.generation.negatives import CLARITIES, DIFFICULTIES, QUERY_LENGTHS, QUERY_TYPES

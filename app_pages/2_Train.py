@@ -11,7 +11,7 @@ import ui
 from core.data.content import persist_table
 from core.data.corpus import demo_documents_path, detect_columns
 from core.data.kinds import KINDS, kind_of
-from core.data.lists import size_range
+from core.data.lists import load_lists, size_range
 from core.data.negatives import load_negatives
 from core.data.table import read_table
 from core.errors import UserError
@@ -35,7 +35,14 @@ from ui.corpus_view import (
 
 GROUPS = {"Supervised": False, "Self-supervised": True}
 DOC_SOURCES = ("Demo documents", "The current corpus", "Upload documents")
-NEGATIVE_SOURCES = ("Mine bands from the corpus", "The generated negatives", "Upload a negatives file")
+# A recipe's own training file (mgh's negatives, listmle's lists): the corpus's own data first (None), then the file
+# the Generate page handed over, then an upload; each file read as its run will read it.
+TRAINING_FILES = {
+    "negatives": (("Mine bands from the corpus", "The generated negatives", "Upload a negatives file"),
+                  "Negatives table (query, positive, negative_1..negative_4)", load_negatives),
+    "lists": (("The corpus's own lists", "The generated lists", "Upload a list file"),
+              "List table (list_id, rank, text)", load_lists),
+}
 ENGINES = ("Local", "Ray")
 PREVIEW_ROWS = 20
 EXAMPLE_COLUMNS = 4  # settings per row in the examples box: more squeeze their labels onto two lines
@@ -82,24 +89,24 @@ def documents_path(source: str) -> str | None:
     return str(persist_table(df, asdict(detect_columns(df)).values()))
 
 
-def negatives_path(source: str) -> str | None:
-    """The mgh recipe's negatives setting: None (mine bands from the corpus), the file the Generate page handed over,
-    or an uploaded negatives file (query, positive, negative_1..4), checked as the run will read it."""
-    if source == NEGATIVE_SOURCES[0]:
+def training_file_path(name: str, source: str) -> str | None:
+    """A recipe's training-file setting (TRAINING_FILES): None (the corpus's own data), the file of that kind the
+    Generate page handed over, or an upload, checked as the run will read it."""
+    sources, upload_label, load = TRAINING_FILES[name]
+    if source == sources[0]:
         return None
     handed = ui.state.generated()
-    if source == NEGATIVE_SOURCES[1]:
-        if handed.get("kind") != "negatives":
-            raise UserError("No generated negatives yet: write them on the Generate page, or upload a file.")
-        st.caption(f"Training on `{Path(handed['path']).name}`, the negatives the Generate page wrote.")
+    if source == sources[1]:
+        if handed.get("kind") != name:
+            raise UserError(f"No generated {name} yet: write them on the Generate page, or upload a file.")
+        st.caption(f"Training on `{Path(handed['path']).name}`, the {name} the Generate page wrote.")
         return handed["path"]
-    file = st.file_uploader("Negatives table (query, positive, negative_1..negative_4)",
-                            type=["csv", "tsv", "jsonl", "parquet"])
+    file = st.file_uploader(upload_label, type=["csv", "tsv", "jsonl", "parquet"])
     if file is None:
-        raise UserError("Upload a negatives file, or mine the bands from the corpus.")
+        raise UserError(f"Upload a {name} file, or choose the corpus's own data.")
     df, _warnings = read_table(file.getvalue(), file.name)
     path = persist_table(df, [str(c) for c in df.columns])
-    load_negatives(path)  # its report's one-line refusal, here rather than in the worker
+    load(path)  # its report's one-line refusal, here rather than in the worker
     return str(path)
 
 
@@ -117,10 +124,11 @@ def widget(param: Param, key: str, default: object, where=st, label: str | None 
         value = where.selectbox(label, options, index=options.index(default), format_func=lambda m: f"{m:g}",
                                 accept_new_options=True, help=param.help, **_keep(key))
         return param.parse(value)
-    if param.file and param.name == "negatives":
-        handed = int(ui.state.generated().get("kind") == "negatives")  # "Train on this" on the Generate page
-        return negatives_path(where.radio(label, NEGATIVE_SOURCES, index=handed, horizontal=True, help=param.help,
-                                          **_keep(key)))
+    if param.file and param.name in TRAINING_FILES:
+        # "Train on this" on the Generate page picks its negatives; its lists become the corpus instead
+        handed = int(param.name == "negatives" and ui.state.generated().get("kind") == param.name)
+        return training_file_path(param.name, where.radio(label, TRAINING_FILES[param.name][0], index=handed,
+                                                          horizontal=True, help=param.help, **_keep(key)))
     if param.file:
         return documents_path(where.radio(label, DOC_SOURCES, horizontal=True, help=param.help, **_keep(key)))
     if param.type is str:

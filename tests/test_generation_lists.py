@@ -10,11 +10,12 @@ import json
 import pytest
 import torch
 
+from core.data.provenance import sidecar_path
 from core.errors import Cancelled, UserError
 from core.generation.engines import LocalEngine, Reply
 from core.generation.items import ItemCache
 from core.generation.lists import ListSettings, check_member, clean_sentence, generate_list, messages
-from core.generation.run import generate, sidecar_path
+from core.generation.run import generate
 from tests.tiny_model import build_tiny_causal_lm
 
 SOURCES = ["a man is playing a guitar on the road.", "the dog runs in the park with a ball.",

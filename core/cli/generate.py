@@ -153,7 +153,7 @@ def _stop_on_signals(stop: threading.Event):
 
 
 def print_generate(result: dict) -> None:
-    from core.generation.engines import generator_text
+    from core.data.provenance import generator_text
 
     if result.get("out") is None:
         print(f"generation {result['status']}: {result['note']}")

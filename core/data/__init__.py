@@ -11,6 +11,9 @@
   labelled corpus: ``load_lists``, ``neighbour_lists``, ``ListCorpus``.
 - ``negatives``: rows of (query, positive, four negatives hardest first), seed 004's generated data, which the mgh
   recipe trains on with --negatives and a model is scored on by reranking: ``load_negatives``, ``NegativesCorpus``.
+- ``provenance``: where a training file came from: the sidecar `python -m core generate` writes beside its file,
+  read back in brief for a run's record and model card: ``sidecar_path``, ``generation_summary``,
+  ``generation_text``, ``generator_text``.
 - ``leakage``: target pairs and lists that repeat a training item or share a text with one (the labelled
   corpus counts its own): ``find_leaks``, ``drop_leaked_rows``.
 - ``content``: a table's content whatever its file format (per-column fingerprints; what differs between two),

@@ -183,14 +183,6 @@ class EndpointEngine:
         return Reply(text.strip(), int(tokens or 0), choice is not None and choice.finish_reason == "stop")
 
 
-def generator_text(described: dict) -> str:
-    """An engine's describe() in words, as the page and the CLI name a generation's source."""
-    if described.get("engine") == "endpoint":
-        return f"{described.get('model')} at {described.get('endpoint')}"
-    return (f"local folder {described.get('model')} (content {described.get('fingerprint')}, "
-            f"{described.get('device')}, {described.get('dtype')}; {described.get('template')})")
-
-
 def engine_for(model: str | None, endpoint: str | None, device: str | None = None) -> Engine:
     """The engine the command line names: --endpoint URL --model NAME, or --model FOLDER."""
     if not model:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from core.data.provenance import file_sha256, sidecar_path
 from core.data.table import clean_texts, names_by_lower, read_file, resolve_column
 from core.errors import Cancelled, UserError
 from core.generation.engines import Engine
@@ -21,16 +22,10 @@ from core.generation.lists import MIN_MEMBERS, GeneratedList, ListSettings, chec
 from core.generation.negatives import NEGATIVES, NegativeSettings, NegativesItem, generate_negatives
 from core.storage import write_atomic
 
-SIDECAR_SUFFIX = ".generation.json"
 QUERY_NAMES = ("query", "question", "anchor", "text")
 POSITIVE_NAMES = ("positive", "document", "passage", "answer")
 MAX_CONCURRENCY = 64
 NEGATIVE_COLUMNS = tuple(f"negative_{k}" for k in range(1, NEGATIVES + 1))
-
-
-def sidecar_path(out: Path) -> Path:
-    """Where a generated file's record of how it was made lives: beside it, `<file>.generation.json`."""
-    return out.with_name(out.name + SIDECAR_SUFFIX)
 
 
 @dataclass
@@ -146,7 +141,8 @@ def generate(kind: str, engine: Engine, source: Path, out: Path, settings: ListS
     outcome = Outcome(out, sidecar_path(out), counts, time.monotonic() - t0, cancelled)
     _write(table, out)
     record = {"kind": kind, "generator": engine.describe(), "settings": key, "seed": seed, "source": source.name,
-              "counts": counts, "cancelled": cancelled, "created": datetime.now(UTC).isoformat(timespec="seconds")}
+              "counts": counts, "cancelled": cancelled, "created": datetime.now(UTC).isoformat(timespec="seconds"),
+              "sha256": file_sha256(out)}  # a run trained on the file says when it was edited since
     write_atomic(outcome.sidecar, lambda tmp: tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False),
                                                              encoding="utf-8"))
     return outcome

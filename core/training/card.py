@@ -22,6 +22,7 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from core.data.content import given_file_name
 from core.data.corpus import CLASSES_SHOWN
 from core.data.kinds import kind_of
+from core.data.provenance import generation_text
 from core.evaluation.headline import HEADLINE, Metric, is_number
 from core.evaluation.paired import change_texts
 from core.models.ata import ATAPooling
@@ -177,6 +178,7 @@ def contrastlab_card_section(cfg: TrainConfig, result: dict, ata: bool | None = 
     examples = result.get("examples", {})
     lines += [
         f"- **Examples:** {examples.get('examples', '?')} ({examples.get('format', recipe.example_format)})",
+        *([f"- **Training file:** {trained_on}"] if (trained_on := _training_file_text(examples)) else []),
         *([f"- **Loss:** {examples['loss']}"] if examples.get("loss") else []),  # a recipe's reduction, if it says
         f"- **Training:** {cfg.epochs} epoch(s), {_batch_text(cfg)}, lr {cfg.lr}, warm-up ratio "
         f"{cfg.warmup_ratio}, seed {cfg.seed}, pooling {cfg.pooling}, frozen: "
@@ -291,6 +293,16 @@ def _teacher_text(cfg: TrainConfig) -> str:
     same = self_taught(cfg.teacher, cfg.model, cfg.reference)
     return text + (f"; {', '.join(map(_code, same))} is the model this run starts from (self-distillation)"
                    if same else "")
+
+
+def _training_file_text(examples: dict) -> str:
+    """The file a recipe trained on instead of the corpus (a negatives or lists file), with the language model that
+    wrote it where its generation record says so."""
+    file = examples.get("negatives_file") or examples.get("lists_file")
+    if not file:
+        return ""
+    generated = examples.get("generated")
+    return generation_text(generated) if generated else f"{_code(file)}, with no generation record beside it"
 
 
 def _checkpoint_text(cfg: TrainConfig, result: dict) -> str:

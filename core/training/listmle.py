@@ -12,6 +12,8 @@ before any training.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from core.errors import UserError
@@ -24,25 +26,36 @@ TARGETS = ("nudged", "order")
 
 
 def list_needs(cfg, corpus) -> str | None:
-    """A pair corpus gives lists through its NLI labels; the teacher is a model (lists have no score column); the
-    list size applies only where lists are built from a labelled corpus (a value other than the default is refused
-    elsewhere, as a setting of another recipe is)."""
-    if corpus.kind == "pairs" and corpus.columns.label is None:
+    """A pair corpus gives lists through its NLI labels, unless a lists file trains (cfg.lists: then the corpus is
+    only evaluated, and the file is read now); the teacher is a model (lists have no score column); the list size
+    applies only where lists are built from a labelled corpus (a value other than the default is refused elsewhere,
+    as a setting of another recipe is)."""
+    if cfg.lists:
+        from core.data.lists import load_lists
+
+        load_lists(cfg.lists)  # a UserError where the file cannot train
+    if corpus.kind == "pairs" and corpus.columns.label is None and not cfg.lists:
         return (f"listmle builds lists from a pair corpus's NLI labels (entailment / neutral / contradiction), which "
                 f"{corpus.name} lacks; upload lists (list_id, rank, text) or use a labelled corpus.")
     if cfg.teacher == "score":
         return "listmle's teacher is a model: 'reference' or a model name or folder (lists carry no score column)."
-    if corpus.kind != "labelled" and cfg.list_size != LIST_SIZE.default:
-        return (f"list_size sets how lists are built from a labelled corpus; this {corpus.kind[:-1]} corpus's lists "
-                f"come from its {'list file' if corpus.kind == 'lists' else 'NLI labels'}, so leave list_size out.")
+    if (corpus.kind != "labelled" or cfg.lists) and cfg.list_size != LIST_SIZE.default:
+        source = (f"the lists come from the lists file {Path(cfg.lists).name}" if cfg.lists else
+                  f"this {corpus.kind[:-1]} corpus's lists come from its "
+                  + ("list file" if corpus.kind == "lists" else "NLI labels"))
+        return f"list_size sets how lists are built from a labelled corpus; {source}, so leave list_size out."
     return None
 
 
 def as_lists(cfg, corpus, reference, progress: Progress | None = None):
     """The run's corpus as ranked lists: a list corpus as it is, NLI lists of a pair corpus, neighbour lists of a
     labelled corpus (up to cfg.examples anchors from the train sample the evaluation encodes); its shape is the
-    list file's list_shape, star for the lists built here."""
+    list file's list_shape, star for the lists built here. None where a lists file trains and the corpus (pairs
+    without NLI labels) has no lists to score."""
     from core.data.kinds import kind_of
+
+    if cfg.lists and corpus.kind == "pairs" and corpus.columns.label is None:
+        return None
     from core.evaluation.corpus_eval import Scorer
 
     return kind_of(corpus).as_lists(corpus, Scorer(reference=reference), cfg.list_size, cfg.examples, cfg.seed,
@@ -66,15 +79,21 @@ def list_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None =
     from core.losses.listmle import pack_label
     from core.models.encode import encode_cached
 
-    lists = as_lists(cfg, corpus, reference, progress)
-    split = lists.train
-    if not len(split):
-        raise UserError(f"{lists.name} has no training lists; give it a split column with 'train' rows, or drop the "
-                        "split column to hold out 10% of the lists.")
-    rows = np.arange(len(split))
+    if cfg.lists:  # a lists file trains (all of it: it is training data), the corpus is only evaluated
+        from core.data.lists import load_lists
+
+        lists = load_lists(cfg.lists)
+        pool = lists.train.lists + lists.test.lists
+    else:
+        lists = as_lists(cfg, corpus, reference, progress)
+        pool = lists.train.lists
+        if not pool:
+            raise UserError(f"{lists.name} has no training lists; give it a split column with 'train' rows, or drop "
+                            "the split column to hold out 10% of the lists.")
+    rows = np.arange(len(pool))
     if len(rows) > cfg.examples:
         rows = np.sort(np.random.default_rng(cfg.seed).choice(len(rows), cfg.examples, replace=False))
-    chosen = [split.lists[i] for i in rows]
+    chosen = [pool[i] for i in rows]
     texts = list(dict.fromkeys(t for members in chosen for t in members))
     teachers = [unit_rows(encode_cached(teacher_model(cfg, reference, name), texts, progress=progress))
                 for name in teacher_names(cfg.teacher)]  # several teachers: the mean of their cosines, as RAOE's
@@ -101,6 +120,12 @@ def list_examples(cfg, corpus, reference, _fmt: str, progress: Progress | None =
                      + ("every member" if lists.shape == "chain" else "its first member only")
                      + ") and averaged over the lists of a batch",
              "preview": preview}
+    if cfg.lists:
+        from core.data.provenance import generation_summary
+
+        stats |= {"lists_file": Path(cfg.lists).name, "available": len(pool)}
+        if (generated := generation_summary(cfg.lists)) is not None:
+            stats["generated"] = generated
     return Dataset.from_dict(columns), stats
 
 
@@ -136,8 +161,13 @@ TAU = Param("tau", float, 0.05, "Temperature tau", "Cosines are divided by tau b
 LIST_SIZE = Param("list_size", int, 8, "List size", "On a labelled corpus: members after each anchor, its "
                   "list_size // 2 nearest same-label texts, then its nearest other-label texts.", low=2, high=63)
 
+LISTS_FILE = Param("lists", str, None, "Lists file", "Train on a list file's lists (list_id, rank, text; python -m "
+                   "core generate lists writes one), every list in it, instead of the corpus's own lists; the corpus "
+                   "is still evaluated before and after.", optional=True, file=True)
+
 LISTMLE = [
     Recipe("listmle", "ListMLE post-training on ranked lists", "ranked lists", _loss, examples=list_examples,
-           knob="w", params=(W, TARGET, TEACHER, TAU, LIST_SIZE), budget={"batch_size": 16}, min_batch_size=1,
+           knob="w", params=(W, TARGET, TEACHER, TAU, LIST_SIZE, LISTS_FILE), budget={"batch_size": 16},
+           min_batch_size=1,
            kinds=("lists", "pairs", "labelled"), needs=list_needs, lists=as_lists),
 ]

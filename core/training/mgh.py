@@ -102,6 +102,7 @@ def generated_examples(cfg, reference, progress: Progress | None = None):
     from core.data.bands import COSINE_COLUMNS, TEXT_COLUMNS
     from core.data.mining import Examples, unit_rows
     from core.data.negatives import load_negatives
+    from core.data.provenance import generation_summary
     from core.models.encode import encode_cached
 
     rows = load_negatives(cfg.negatives).rows
@@ -117,6 +118,8 @@ def generated_examples(cfg, reference, progress: Progress | None = None):
         frame[f"c{b + 1}"] = np.einsum("ij,ij->i", query, emb[[where[t] for t in frame[f"n{b + 1}"]]])
     stats = {"format": "banded", "negatives_file": Path(cfg.negatives).name, "available": len(rows),
              "examples": len(frame), "band_cosine": [round(float(frame[c].mean()), 4) for c in COSINE_COLUMNS]}
+    if (generated := generation_summary(cfg.negatives)) is not None:
+        stats["generated"] = generated
     return Examples("banded", frame, stats)
 
 
