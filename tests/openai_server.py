@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
 CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,14 @@ AnswerSource = Callable[[dict, int], "Answer | str"] | Sequence["Answer | str"]
 
 class LoopbackServer:
     """A ThreadingHTTPServer on 127.0.0.1 at a free port, serving in a daemon thread while open. `answers` is a
-    callable (request body, call number from 0) -> Answer, or a list served in turn; a plain str is a 200 answer.
+    callable (request body, call number from 0) -> Answer, or a list served in turn; a plain str is a 200 answer;
+    `models`: the names GET /v1/models lists.
     A call past the list's end gets a 500 the client does not retry (x-should-retry: false). `requests`: every chat
     request so far, in order, for tests to check what was sent."""
 
-    def __init__(self, answers: AnswerSource) -> None:
+    def __init__(self, answers: AnswerSource, models: Sequence[str] = ("tiny",)) -> None:
         self.answers = answers
+        self.models = list(models)  # what GET /v1/models lists
         self.requests: list[Request] = []
         self.stop = threading.Event()
         self._lock = threading.Lock()
@@ -114,6 +117,13 @@ def _handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != MODELS_PATH:
+                self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                return
+            self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "created": 0,
+                                                         "owned_by": "loopback"} for name in server.models]})
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -22,7 +22,7 @@ ALLOWED = {
     "runs": {"errors", "storage", "models", "data", "evaluation", "training"},
     "jobs": {"collector", "errors", "storage", "models", "data", "evaluation", "training", "runs"},
     "analysis": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs"},
-    "reproduce": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs"},
+    "reproduce": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs", "generation"},
     "cli": {"errors", "storage", "models", "data", "evaluation", "training", "runs", "jobs", "analysis", "reproduce",
             "generation"},
     "__main__": {"cli"},

@@ -89,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default 16; the paper trains 1)")
     rp.add_argument("--select-split", default=None, metavar="SPLIT", help="listmle: the split of stsb.csv whose STS "
                     "Spearman picks each arm's checkpoint, step 0 included (default validation)")
+    rp.add_argument("--generator", default=None, metavar="DIR|URL", help="listmle, mgh: first write the paper's "
+                    "training data with a language model, a local folder (lists by directional control) or an "
+                    "OpenAI-compatible server's URL (lists step by step), and train every arm on it (default: the "
+                    "substitutes the table names)")
+    rp.add_argument("--generator-model", default=None, metavar="NAME", help="with --generator URL: the served model "
+                    "(default: the one model the server lists)")
     rp.add_argument("--json", action="store_true")
     sv = sub.add_parser("serve", help="keep a warm worker waiting for this home's runs until Ctrl-C: a `train` or "
                         "`quick` call then starts at once instead of after a new worker's imports (6-7 s)")

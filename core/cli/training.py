@@ -354,7 +354,9 @@ def cmd_reproduce(args) -> dict:
     model = absolute_path(args.model) if args.model else None  # the worker runs in another folder
     run_id = store.create("reproduce", reproduction_config(args.name, args.data, args.quick, model,
                                                            lists_per_step=args.lists_per_step,
-                                                           select_split=args.select_split))
+                                                           select_split=args.select_split,
+                                                           generator=args.generator,
+                                                           generator_model=args.generator_model))
     run = follow(store, run_id)
     if run.status == "failed":
         code = EXIT_USER_ERROR if run.progress.get("user_error") else 1
@@ -371,7 +373,7 @@ def cmd_reproduce(args) -> dict:
                 "arms_total": len(arms_of(run.config))}
     after = run.metrics_after or {}
     return {"run_id": run.id, "status": run.status,
-            **{key: after.get(key) for key in ("name", "quick", "model", "rows", "runs")}}
+            **{key: after.get(key) for key in ("name", "quick", "model", "rows", "runs", "generated")}}
 
 
 def cmd_serve(args) -> dict:
@@ -439,6 +441,10 @@ def print_reproduce(r: dict) -> None:
     print(f"reproduction {r['name']}{' (--quick)' if r['quick'] else ''}: run {r['run_id']}"
           + ("" if r["status"] == "done" else f" {r['status']}"))
     if r["status"] == "done":
+        if r.get("generated"):
+            from core.data.provenance import generation_text
+
+            print(f"every arm trained on {generation_text(r['generated'])}")
         print(table_text(r["rows"]))
         return
     finished = [arm for arm in r["arms"] if arm["after"]]

@@ -47,6 +47,8 @@ def generation_summary(path: str | Path) -> dict | None:
                    "source": str(record.get("source")), "seed": record.get("seed"),
                    "items": counts.get("lists", counts.get("rows")), "source_items": counts.get("source_items"),
                    "cancelled": bool(record.get("cancelled"))}
+        if leak := counts.get("leakage"):
+            summary["leakage"] = {"corpus": str(leak["corpus"]), "leaked": int(leak["leaked"]), "of": int(leak["of"])}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return {"file": path.name, "problem": f"its sidecar {sidecar.name} cannot be read ({type(exc).__name__})"}
     if record["kind"] == "lists":
@@ -71,5 +73,7 @@ def generation_text(summary: dict) -> str:
     how.append(f"seed {summary.get('seed')}")
     how.append(f"{summary.get('items')} {summary['kind'] if summary['kind'] == 'lists' else 'rows'} of "
                f"{summary.get('source_items')} sources" + (", cancelled part-way" if summary.get("cancelled") else ""))
+    if leak := summary.get("leakage"):
+        how.append(f"{leak['leaked']} of {leak['of']} texts are test texts of {leak['corpus']}")
     text = f"{summary['file']}, written by {summary['generator']} from {summary['source']} ({'; '.join(how)})"
     return text + (f"; {summary['problem']}" if summary.get("problem") else "")

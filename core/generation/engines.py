@@ -183,6 +183,23 @@ class EndpointEngine:
         return Reply(text.strip(), int(tokens or 0), choice is not None and choice.finish_reason == "stop")
 
 
+def served_models(url: str, timeout_s: float = REQUEST_TIMEOUT_S) -> list[str]:
+    """The model names an OpenAI-compatible server lists at GET /models (vLLM, llama.cpp and Ollama list theirs),
+    so a caller that gave only the URL can use the one it serves; UserError in one line where it cannot be asked."""
+    import openai
+    from openai import OpenAI
+
+    client = OpenAI(base_url=url.rstrip("/"), api_key=os.environ.get(API_KEY_ENV) or "none", timeout=timeout_s,
+                    max_retries=REQUEST_RETRIES)
+    try:
+        return [model.id for model in client.models.list()]
+    except openai.APIConnectionError as exc:
+        raise UserError(f"Could not reach the endpoint {url}: {exc.__cause__ or exc}.") from exc
+    except openai.APIStatusError as exc:
+        raise UserError(f"The endpoint {url} answered {exc.status_code} when asked which models it serves: "
+                        f"{shorten(exc.message, 200)}") from exc
+
+
 def engine_for(model: str | None, endpoint: str | None, device: str | None = None) -> Engine:
     """The engine the command line names: --endpoint URL --model NAME, or --model FOLDER."""
     if not model:

@@ -6,6 +6,8 @@ DIR`, the Reproductions page). A new experiment is one module plus one line in E
 - one module per experiment, declaring its arms (training runs) and its rows (claim, published figure, ours, what
   differs from the paper): ``margins`` (seed 000), ``raoe`` (001), ``crops`` (002), ``listmle`` (003), ``mgh`` and
   ``ata`` (004);
+- ``generated``: with --generator, the paper's training data written by a language model before the arms run, and
+  every arm pointed at it (``check_generator``, ``generate_for``);
 - ``job``: a reproduction as a run of the store whose arms are its child runs (``reproduction_config``,
   ``run_job``, ``latest``);
 - ``report``: the CLI's help and text table.

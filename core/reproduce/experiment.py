@@ -36,6 +36,20 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """The data a reproduction writes with a language model when given --generator, as its paper did: `kind`
+    ("lists" or "negatives") from the distinct `column` texts of `source`'s train rows, trained through the recipe
+    setting `param`; `paper` says what the paper generated, `substitute` what the arms train on without it."""
+
+    kind: str
+    source: str
+    column: str
+    param: str
+    paper: str
+    substitute: str
+
+
+@dataclass(frozen=True)
 class Arm:
     """One training run of the experiment: a label and its run config (TrainConfig keys; the job adds the model)."""
 
@@ -53,10 +67,22 @@ class Setup:
     model: str
     lists_per_step: int | None = None
     select_split: str | None = None
+    generator: str | None = None  # a local LM folder or an OpenAI-compatible URL (--generator)
+    generator_model: str | None = None  # the served model at that URL (--generator-model; default: the one listed)
+    generated: dict | None = None  # once written: the file's generation summary (core.data.provenance)
 
     @property
     def model_name(self) -> str:
         return Path(self.model).name
+
+    def trained_on(self, generation: Generation) -> str:
+        """What the arms trained on, for the rows' setting column: the generated file in words, or the substitute
+        named as one (and how to get the paper's data)."""
+        if self.generated is None:
+            return f"{generation.substitute}, a substitute for {generation.paper} (pass --generator to write them)"
+        from core.data.provenance import generation_text
+
+        return f"{generation_text(self.generated)}; the paper: {generation.paper}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +135,7 @@ class Experiment:
     arms: Callable[[Path, Setup], list[Arm]]  # (data folder, setup) -> the runs to train
     rows: Callable[[dict[str, Outcome], Setup], list[Row]]  # (outcome per arm label, setup) -> the table
     options: tuple[str, ...] = ()  # the Setup settings it reads beside quick and model (e.g. "lists_per_step")
+    generation: Generation | None = None  # what --generator writes for it; None: it takes no generator
 
     def paths(self, data: Path, quick: bool) -> dict[str, Path]:
         """The files in `data` that a run (--quick or full) reads; UserError naming the first one missing."""

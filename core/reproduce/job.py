@@ -13,16 +13,19 @@ from pathlib import Path
 from core.errors import Cancelled, UserError, shorten
 from core.reproduce import get_experiment
 from core.reproduce.experiment import Arm, Outcome, Setup
+from core.reproduce.generated import check_generator, generate_for
 
 
 def reproduction_config(name: str, data: str | Path, quick: bool, model: str | None = None, *,
-                        lists_per_step: object = None, select_split: object = None) -> dict:
+                        lists_per_step: object = None, select_split: object = None, generator: object = None,
+                        generator_model: object = None) -> dict:
     """The stored config of a reproduction, checked now (unknown name, missing folder or file, a model that cannot
-    be found, an option the experiment does not take or a bad value of one, an arm whose settings do not validate:
-    UserError), so a bad request never becomes a run."""
+    be found, an option the experiment does not take or a bad value of one, an arm whose settings do not validate,
+    a generator for an experiment without generated data: UserError), so a bad request never becomes a run."""
     from core.models.loading import DEFAULT_MODEL, resolve_model
 
     experiment = get_experiment(name)
+    generator, generator_model = check_generator(generator, generator_model, experiment)
     options = {"lists_per_step": _lists_per_step(lists_per_step), "select_split": _split_name(select_split)}
     given = [k for k, v in options.items() if v is not None]
     if refused := [k for k in given if k not in experiment.options]:
@@ -32,7 +35,8 @@ def reproduction_config(name: str, data: str | Path, quick: bool, model: str | N
     folder = Path(data).expanduser().resolve()
     experiment.paths(folder, quick)
     config = {"name": experiment.name, "data": str(folder), "quick": bool(quick), "model": model or DEFAULT_MODEL,
-              **{k: options[k] for k in given}}
+              **{k: options[k] for k in given},
+              **({"generator": generator, "generator_model": generator_model} if generator else {})}
     resolve_model(config["model"])
     _check_data(experiment, arms_of(config))
     return config
@@ -104,7 +108,8 @@ def _split_name(value: object) -> str | None:
 
 def setup_of(config: dict) -> Setup:
     """How the stored reproduction `config` runs."""
-    return Setup(config["quick"], config["model"], config.get("lists_per_step"), config.get("select_split"))
+    return Setup(config["quick"], config["model"], config.get("lists_per_step"), config.get("select_split"),
+                 config.get("generator"), config.get("generator_model"))
 
 
 def arms_of(config: dict) -> list[Arm]:
@@ -146,15 +151,19 @@ def run_arms(store, parent_id: str | None, arms: list[Arm], progress=None,
 def run_job(ctx) -> dict:
     config = reproduction_config(ctx.config["name"], ctx.config["data"], ctx.config.get("quick", False),
                                  ctx.config.get("model"), lists_per_step=ctx.config.get("lists_per_step"),
-                                 select_split=ctx.config.get("select_split"))
+                                 select_split=ctx.config.get("select_split"), generator=ctx.config.get("generator"),
+                                 generator_model=ctx.config.get("generator_model"))
     experiment = get_experiment(config["name"])
     arms = arms_of(config)
+    setup = setup_of(config)
+    if setup.generator:  # the papers' generated data first; every arm then trains on it
+        setup, arms = generate_for(ctx, experiment, setup, arms, Path(config["data"]))
     outcomes = run_arms(ctx.store, ctx.run_id, arms, ctx.progress, ctx.should_stop)
     ctx.progress(phase="done", step=len(arms), total=len(arms))
-    setup = setup_of(config)
     return {"name": experiment.name, "quick": config["quick"], "model": config["model"],
             "rows": [asdict(r) for r in experiment.rows(outcomes, setup)],
-            "runs": {label: o.run_id for label, o in outcomes.items()}}
+            "runs": {label: o.run_id for label, o in outcomes.items()},
+            **({"generated": setup.generated} if setup.generated else {})}
 
 
 def latest(store, name: str) -> tuple[object | None, object | None, object | None]:

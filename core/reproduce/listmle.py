@@ -1,6 +1,7 @@
 """Seed 003's headline (docs/definitions.md, ListMLE post-training): post-training on ranked lists with a
 teacher's similarities nudged toward the list order raises STS; its ablations (the teacher's scores only, the order
-only) come close. Lists: SNLI star lists (premise; entailment > neutral > contradiction > another hypothesis).
+only) come close. Lists: SNLI star lists (premise; entailment > neutral > contradiction > another hypothesis), or
+with --generator chain lists a language model writes from SNLI's training premises, as the paper's were written.
 
 The paper reports two models: SynCSE-r 80.13 -> 81.17 (w = 0.7, "For SynCSE, the hyperparameter w is set to 0.7")
 and MultiCSR-r 80.61 -> 81.33 (w = 0.5), its ablation table (Table 3) on MultiCSR-r alone: the teacher's scores only
@@ -14,7 +15,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.reproduce.experiment import Arm, Experiment, Outcome, Paper, Row, Setup, Source, difference, row
+from core.reproduce.experiment import (
+    Arm,
+    Experiment,
+    Generation,
+    Outcome,
+    Paper,
+    Row,
+    Setup,
+    Source,
+    difference,
+    row,
+)
 
 LISTS_PER_STEP = 16  # the default; the paper trains one list per step (--lists-per-step 1)
 SELECT_SPLIT = "validation"  # the STS-B split whose Spearman picks each arm's checkpoint, unless the user names one
@@ -29,6 +41,11 @@ PAPER = {  # each arm's figure after post-training, and the model's before it
     METHOD: Paper(81.17, SYNCSE), MULTI: Paper(81.33, MULTICSR), SCORES: Paper(81.18, MULTICSR),
     ORDER: Paper(80.65, MULTICSR)}
 BEFORE = {METHOD: 80.13, MULTI: 80.61}
+GENERATION = Generation(
+    "lists", "snli.csv", "text1", "lists",
+    paper="16,063 generated chain lists of about 33 sentences (directional control, lambda = 1.5, 32 steps, "
+          "LLaMA3-8B-Instruct)",
+    substitute="SNLI star lists of 5 (premise; entailment > neutral > contradiction > another premise's hypothesis)")
 
 
 def _steps(quick: bool) -> int:
@@ -68,7 +85,8 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
               f"(paper: one list per step), tau = {config['tau']:g}"
               + (" (paper: no temperature, tau = 1)" if config["tau"] != 1 else "")
               + ", teacher = the model itself (paper: DiffCSE); "
-              f"checkpoint chosen on STS-B {config['select_split']} (step 0 included; our assumption)")
+              f"checkpoint chosen on STS-B {config['select_split']} (step 0 included; our assumption); "
+              f"lists: {setup.trained_on(GENERATION)}")
     before = outcomes[METHOD].before
     out = [row("STS Spearman before post-training", Paper(BEFORE[METHOD], SYNCSE), before, "sts_spearman", ours),
            row("SNLI test lists in exact order before (%)", None, before, "ordering_accuracy", scale=100)]
@@ -100,4 +118,4 @@ EXPERIMENT = Experiment(
     "scores only give 81.18 and the list order only 80.65",
     sources=(Source("snli.csv", "text1, text2, label (entailment / neutral / contradiction), split"),
              Source("stsb.csv", "text1, text2, score, split with validation (the checkpoint's choice) and test rows")),
-    arms=arms, rows=rows, options=("lists_per_step", "select_split"))
+    arms=arms, rows=rows, options=("lists_per_step", "select_split"), generation=GENERATION)
