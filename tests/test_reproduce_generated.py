@@ -157,3 +157,21 @@ def test_a_server_serving_several_models_asks_which(tmp_path, tiny_model_dir, co
         assert server.requests == []  # nothing was asked to write
     err = capsys.readouterr().err
     assert code == 2 and "lists 2 models (a, b); name one with --generator-model NAME" in err, err
+
+
+def test_a_local_folder_writes_the_lists_by_directional_control(tmp_path, tiny_model_dir, contrastlab_home,
+                                                                synchronous, monkeypatch, capsys):
+    """The local path end to end with a tiny random Llama; its random text would fail the rule-based check, so the
+    check is lifted here (it has tests of its own in test_generation_lists)."""
+    import core.generation.lists as lists_module
+    from tests.tiny_model import build_tiny_causal_lm
+
+    monkeypatch.setattr(lists_module, "check_member", lambda candidate, finished, members: None)
+    lm = build_tiny_causal_lm(tmp_path / "lm", stop_bias=0.04)
+    data = _snli_and_stsb(tmp_path)
+    code = main(["reproduce", "listmle", "--quick", "--data", str(data), "--model", str(tiny_model_dir),
+                 "--lists-per-step", "1", "--generator", str(lm), "--json"])
+    assert code == 0, capsys.readouterr().err
+    generated = json.loads(capsys.readouterr().out)["generated"]
+    assert generated["method"] == "directional" and generated["lam"] == 1.5 and generated["steps"] == 8
+    assert generated["generator"].startswith("local folder lm (content ") and generated["items"] == 10
