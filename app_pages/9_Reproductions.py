@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from core.data.provenance import generation_text
 from core.jobs import launch
 from core.reproduce import EXPERIMENTS
 from core.reproduce.job import latest, reproduction_config
@@ -36,8 +37,18 @@ for experiment in EXPERIMENTS.values():
         st.subheader(experiment.title)
         st.caption(experiment.paper)
         st.markdown("Reads " + "; ".join(f"`{s.file}` ({s.described})" for s in experiment.sources))
+        generator = None
+        if experiment.generation is not None:
+            generator = st.text_input(
+                "Generator (optional)", key=f"reproduce:{experiment.name}:generator", persist_state="session",
+                placeholder="a local language model folder, or http://localhost:8000/v1",
+                help=f"Train on {experiment.generation.paper.split(' (')[0]} written by this language model first, "
+                     f"as the paper did; empty: {experiment.generation.substitute.split(' (')[0]}, a substitute. "
+                     "A server's model is the one it lists; the terminal's --generator-model picks another.")
         if done is not None:
             result = done.metrics_after or {}
+            if result.get("generated"):
+                st.caption(f"Every arm trained on {generation_text(result['generated'])}.")
             st.table(pd.DataFrame([{"claim": r["claim"], "published": published_text(r), "ours [95% CI]":
                                     ours_text(r), "differs from the paper": r["differs"] or "–"}
                                    for r in result.get("rows", [])]).set_index("claim"))
@@ -56,6 +67,7 @@ for experiment in EXPERIMENTS.values():
         elif st.button(f"Run {experiment.name}", key=f"reproduce:{experiment.name}:start",
                        icon=":material/play_arrow:", disabled=not data.strip()):
             with guard(f"Starting the {experiment.name} reproduction"):
-                run_id = store.create("reproduce", reproduction_config(experiment.name, data.strip(), quick, model))
+                run_id = store.create("reproduce", reproduction_config(experiment.name, data.strip(), quick, model,
+                                                                       generator=(generator or "").strip() or None))
                 launch.start(store, run_id)
                 st.rerun()

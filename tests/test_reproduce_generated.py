@@ -21,6 +21,7 @@ from core.reproduce import listmle, mgh
 from core.reproduce.experiment import Outcome, Setup
 from core.reproduce.generated import source_texts
 from core.runs.store import RunStore
+from tests.conftest import no_errors
 from tests.openai_server import LoopbackServer
 from tests.test_generate_cli import TOPICS, _list_answer
 from tests.test_sts import pair_table
@@ -95,7 +96,7 @@ def test_listmle_with_a_generator_trains_every_arm_on_generated_lists(tmp_path, 
 
 def test_mgh_with_a_generator_trains_every_order_on_the_generated_negatives(tmp_path, tiny_model_dir,
                                                                            contrastlab_home, synchronous,
-                                                                           monkeypatch, capsys):
+                                                                           monkeypatch, capsys, app):
     monkeypatch.setattr(mgh, "_steps", lambda quick: 2)  # 64 queries, not 640: the plumbing, not the budget
     data = _trec(tmp_path)
     with LoopbackServer(_negatives_for_any_query, models=["served-one"]) as server:
@@ -109,6 +110,10 @@ def test_mgh_with_a_generator_trains_every_order_on_the_generated_negatives(tmp_
     assert len(children) == 3 and all(c.config["negatives"].endswith("negatives.csv") for c in children)
     assert all(c.progress["summary"]["examples"]["negatives_file"] == "negatives.csv" for c in children)
     assert all("negatives: negatives.csv, written by served-one" in row["differs"] for row in out["rows"][1:])
+    app.run()
+    at = app.switch_page("app_pages/9_Reproductions.py").run()
+    no_errors(at)
+    assert any(c.value.startswith("Every arm trained on negatives.csv, written by served-one") for c in at.caption)
 
 
 def test_without_a_generator_the_rows_name_the_substitutes():
@@ -175,3 +180,23 @@ def test_a_local_folder_writes_the_lists_by_directional_control(tmp_path, tiny_m
     generated = json.loads(capsys.readouterr().out)["generated"]
     assert generated["method"] == "directional" and generated["lam"] == 1.5 and generated["steps"] == 8
     assert generated["generator"].startswith("local folder lm (content ") and generated["items"] == 10
+
+
+def test_the_page_passes_a_generator_and_refuses_a_bad_one(tmp_path, tiny_model_dir, app, monkeypatch):
+    started = []
+    monkeypatch.setattr(core.jobs.launch, "start", lambda store, run_id, meet=None: started.append(run_id) or 0)
+    data = _trec(tmp_path)
+    app.run()
+    at = app.switch_page("app_pages/9_Reproductions.py").run()
+    assert [t.key for t in at.text_input if t.key.endswith(":generator")] == ["reproduce:listmle:generator",
+                                                                               "reproduce:mgh:generator"]
+    at.text_input(key="reproduce_data").set_value(str(data)).run()
+    at.text_input(key="reproduce:mgh:generator").set_value("no such thing").run()
+    next(b for b in at.button if b.label == "Run mgh").click().run()
+    assert "is neither" in at.error[0].value and RunStore().list(with_losses=False) == []
+    at.text_input(key="reproduce:mgh:generator").set_value(" http://127.0.0.1:9/v1/ ").run()
+    next(b for b in at.button if b.label == "Run mgh").click().run()
+    no_errors(at)
+    (run,) = RunStore().list(kind="reproduce", with_losses=False)
+    assert started == [run.id] and run.config["generator"] == "http://127.0.0.1:9/v1"
+    assert run.config["generator_model"] is None
