@@ -140,17 +140,29 @@ def test_gated_share_is_nan_without_label_ordered_pairs(tiny_model) -> None:
 
 def test_rank_pairs_need_a_higher_score_and_more_than_the_interval() -> None:
     scores = torch.tensor([0.5, 0.2, 0.5, 0.9])
-    assert batch_ranks(scores).tolist() == [1, 0, 2, 3]  # the two 0.5s rank by position
-    assert batch_ranks(torch.zeros(64)).tolist() == list(range(64))
-    # mask[i][j]: s_j > s_i and r_j - r_i > I, i.e. pair j must get the higher cosine. The tied 0.5s never pair up,
-    # but their ranks still count: at I = 1, 0.2 pairs with the second 0.5 (2 ranks up), not the first (1 up).
+    assert batch_ranks(scores).tolist() == [1.5, 0, 1.5, 3]  # the two 0.5s share the mean of places 1 and 2
+    assert batch_ranks(torch.zeros(64)).tolist() == [31.5] * 64
+    # mask[i][j]: r_j - r_i > I, i.e. pair j scores higher and must get the higher cosine. The tied 0.5s never pair
+    # up and count alike: at I = 1, 0.2 pairs with both (1.5 ranks up), as both pair with 0.9.
     expected = {
         0: [[0, 0, 0, 1], [1, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]],
-        1: [[0, 0, 0, 1], [0, 0, 1, 1], [0, 0, 0, 0], [0, 0, 0, 0]],
+        1: [[0, 0, 0, 1], [1, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]],
         2: [[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0]],
     }
     for interval, mask in expected.items():
         assert rank_pair_mask(scores, interval).int().tolist() == mask, interval
+
+
+def test_which_pairs_count_never_depends_on_where_tied_pairs_sit() -> None:
+    """With ranks broken by position, s = [1, 1, 1, 2, 2] at I = 2 kept (0, 3), (0, 4), (1, 4) but not (1, 3),
+    (2, 3) or (2, 4) (issue 53): average ranks keep every pair of a 1 and a 2, in any order of the batch."""
+    scores = torch.tensor([1.0, 1.0, 1.0, 2.0, 2.0])
+    kept = {(i, j) for i, j in rank_pair_mask(scores, 2).nonzero().tolist()}
+    assert kept == {(i, j) for i in range(3) for j in (3, 4)}
+    for seed in range(5):
+        perm = torch.randperm(5, generator=torch.Generator().manual_seed(seed))
+        shuffled = rank_pair_mask(scores[perm], 2)
+        assert torch.equal(shuffled, rank_pair_mask(scores, 2)[perm][:, perm])
 
 
 def test_equal_scores_never_pair_in_the_rank_mask() -> None:

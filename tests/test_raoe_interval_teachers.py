@@ -55,10 +55,11 @@ def test_unscaled_i_leaves_out_more_of_a_small_batch_and_scaled_no_more_than_the
         assert left_out(batch, effective_interval(2, batch)) == pytest.approx(left_out(512, 2), abs=1e-4)
 
 
-def test_a_fractional_interval_compares_with_whole_rank_differences() -> None:
-    scores = torch.tensor([0.5, 0.2, 0.5, 0.9, 0.1])
-    assert torch.equal(rank_pair_mask(scores, 0.125), rank_pair_mask(scores, 0))
-    assert torch.equal(rank_pair_mask(scores, 2.5), rank_pair_mask(scores, 2))
+def test_a_fractional_interval_compares_with_half_rank_differences() -> None:
+    scores = torch.tensor([0.5, 0.2, 0.5, 0.9, 0.1])  # average ranks 2.5, 1, 2.5, 4, 0
+    assert torch.equal(rank_pair_mask(scores, 0.125), rank_pair_mask(scores, 0))  # different scores: >= 1 apart
+    assert torch.equal(rank_pair_mask(scores, 2.25), rank_pair_mask(scores, 2))  # differences are multiples of 1/2
+    assert not torch.equal(rank_pair_mask(scores, 2.5), rank_pair_mask(scores, 2))  # 0.1 -> 0.5s: 2.5 apart
     assert not torch.equal(rank_pair_mask(scores, 1.0), rank_pair_mask(scores, 0.99))
 
 

@@ -264,10 +264,12 @@ def test_listmle_claims_are_differences_beside_the_papers_and_its_options_reach_
     assert not any(r.comparable for r in rows)  # BERT-base, average of 7 STS tasks: never ours
     assert all(r.published is None for r in rows if r.kind == "figure")
     assert any("81.17 (SynCSE-r, BERT-base, average of 7 STS tasks), not comparable" in r.differs for r in rows)
+    before = next(r for r in rows if r.claim == "STS Spearman before post-training")  # 80.13 is SynCSE*, not -r
+    assert "paper: 80.13 (SynCSE* before post-training, BERT-base" in before.differs and "SynCSE-r" not in before.differs
     differences = {r.claim: (r.published, r.setting) for r in rows if r.kind == "difference" and r.published}
     assert differences == {
-        f"STS Spearman: {listmle.METHOD} - before": (1.04, listmle.SYNCSE),
-        f"STS Spearman: {listmle.MULTI} - before": (0.72, listmle.MULTICSR),
+        f"STS Spearman: {listmle.METHOD} - before": (1.04, "SynCSE* -> SynCSE-r, BERT-base, average of 7 STS tasks"),
+        f"STS Spearman: {listmle.MULTI} - before": (0.72, "MultiCSR -> MultiCSR-r, BERT-base, average of 7 STS tasks"),
         f"STS Spearman: {listmle.MULTI} - {listmle.SCORES}": (0.15, listmle.MULTICSR),
         f"STS Spearman: {listmle.MULTI} - {listmle.ORDER}": (0.68, listmle.MULTICSR)}
     assert all("MultiCSR" not in r.setting for r in rows if r.claim.startswith(f"STS Spearman: {listmle.METHOD}"))

@@ -4,7 +4,9 @@ Each batch row is a pair (text1, text2) with two labels: a continuous score ``s`
 teacher's cosine or a gold STS score) and an ordinal label ``l`` (0 = MOST related, e.g. NLI entailment 0 <
 neutral 1 < contradiction 2). The two run in opposite directions on purpose; the masks below name the direction
 each comparison expects. L_rank never orders two equal scores: they say nothing about which pair should be the
-more related one (the released code orders tied scores by batch position; we do not).
+more related one. Ranks are average ranks (tied scores share the mean of their places), so which pairs L_rank keeps
+never depends on where tied pairs sit in the batch (the released code orders tied scores by batch position; we do
+not).
 """
 
 from __future__ import annotations
@@ -27,21 +29,21 @@ GATES = ("both", "label", "score")  # which of label and score select the pairs 
 
 
 def batch_ranks(scores: Tensor) -> Tensor:
-    """Rank of each score within the batch, ascending from 0; equal scores rank by position (earlier = lower)."""
-    order = torch.argsort(scores, stable=True)
-    ranks = torch.empty_like(order)
-    ranks[order] = torch.arange(len(scores), device=scores.device)
-    return ranks
+    """Average rank of each score within the batch, ascending from 0: equal scores share the mean of the places
+    they fill (scores 1, 1, 1, 2, 2 rank 1, 1, 1, 3.5, 3.5), whatever their positions."""
+    below = (scores[None, :] < scores[:, None]).sum(dim=1)
+    equal = (scores[None, :] == scores[:, None]).sum(dim=1)
+    return below + (equal - 1) / 2
 
 
 def rank_pair_mask(scores: Tensor, interval: float) -> Tensor:
-    """mask[i, j]: pair j scores higher (s_j > s_i) and outranks pair i by more than ``interval`` ranks
-    (r_j - r_i > interval), so its cosine should be the higher one. Equal scores say nothing about order, so a tied
-    pair never enters, whatever its ranks (which count ties by position); at interval 0 these are CoSENT's pairs.
-    Rank differences are whole numbers, so a fractional interval (a scaled I_eff) keeps the pairs more than its
-    whole part apart: 0.125 keeps every pair with s_j > s_i, 2.5 those also 3 or more ranks apart."""
+    """mask[i, j]: pair j outranks pair i by more than ``interval`` average ranks (r_j - r_i > interval), so it
+    scores higher and its cosine should be the higher one. Tied scores share a rank, so they never pair up, and a
+    tied group counts alike against every other score; at interval 0 these are CoSENT's pairs. Two different
+    scores are at least one rank apart and rank differences are multiples of a half, so a fractional interval (a
+    scaled I_eff) below 1 keeps every pair with s_j > s_i."""
     ranks = batch_ranks(scores)
-    return (scores[:, None] < scores[None, :]) & ((ranks[None, :] - ranks[:, None]) > interval)
+    return (ranks[None, :] - ranks[:, None]) > interval
 
 
 def gate_pair_mask(scores: Tensor, ordinal: Tensor, gate: str = "both") -> Tensor:
@@ -78,7 +80,7 @@ def _masked_logsumexp(logits: Tensor, mask: Tensor) -> Tensor:
 class RAOELoss(nn.Module):
     """RAOE composite loss over pairs labelled with (score s, ordinal label l).
 
-    With c_i the cosine of pair i, r_i the ascending rank of s_i in the batch (ties by position) and
+    With c_i the cosine of pair i, r_i the ascending average rank of s_i in the batch (ties share one) and
     theta_i = arccos(c_i):
 
     - L_rank = log(1 + sum over (i, j) with s_j > s_i and r_j - r_i > interval of exp(tau (c_i - c_j)))
