@@ -60,7 +60,7 @@ def test_raoe_and_crops_train_their_ablations_at_full_size_only(quick, tmp_path,
     from core.reproduce import crops, raoe
 
     data, setup = Path("/data"), Setup(quick, "all-MiniLM-L6-v2")
-    stage2 = ["CoSENT", "AnglE", "RAOE stage 2 (L_rank, s = gold score)"]
+    stage2 = ["CoSENT", "AnglE (angle term only)", "RAOE stage 2 (L_rank, s = gold score)"]
     stage1 = ["RAOE stage 1 (full loss)", "RAOE stage 1, L_rank only", "RAOE stage 1, L_angle only",
               "RAOE stage 1, gate on labels only", "RAOE stage 1, gate on scores only"]
     monkeypatch.setattr(raoe, "MPNET", tmp_path / "missing")
@@ -92,11 +92,14 @@ def test_the_full_raoe_and_crops_tables_have_a_row_per_arm(tmp_path, monkeypatch
     figures = [r for r in raoe_rows if r.kind == "figure"]
     assert len(figures) == 9 and all(r.published is None and not r.comparable for r in figures)  # BERT-base: notes
     assert [r.differs.split("paper: ")[-1] for r in figures[1:4]] == [
-        f"{v} (BERT-base trained on NLI, STS-B test), not comparable" for v in (78.99, 85.64, 88.55)]
+        f"{v} (BERT-base trained on NLI, STS-B test), not comparable" for v in (78.99, 85.64)] + [
+        "88.55 (BERT-base, RAOE stage 1 then fine-tuned on STS-B train with L_rank (stage 2), STS-B test), not "
+        "comparable"]  # 88.55 is stage 2, not a model trained on NLI (issue 53)
+    assert "the angle term alone" in figures[2].differs and "full AnglE objective" in figures[2].differs
+    assert "no 'RAOE stage 2 - CoSENT' row is reported" in figures[3].differs  # I_eff 0.125: CoSENT's own pairs
     assert all("average of 7 STS tasks" in r.differs for r in figures[5:])
     differences = {r.claim: r.published for r in raoe_rows if r.kind == "difference"}
-    assert differences == {"STS-B Spearman: AnglE - CoSENT": 6.65,
-                           "STS-B Spearman: RAOE stage 2 (L_rank) - CoSENT": None,
+    assert differences == {"STS-B Spearman: AnglE (angle term only) - CoSENT": 6.65,
                            "STS-B Spearman: full loss - L_rank only": 0.8,
                            "STS-B Spearman: full loss - L_angle only": 1.09,
                            "STS-B Spearman: full loss - gate on labels only": 8.32,
@@ -141,8 +144,7 @@ def test_a_quick_reproduction_trains_its_arms_as_runs_and_reports_each_claim(
     assert code == 0, capsys.readouterr().err
     out = json.loads(capsys.readouterr().out)
     assert out["name"] == "raoe" and out["quick"] is True
-    assert [(r["kind"], r["published"]) for r in out["rows"]] == [("figure", None)] * 4 + [
-        ("difference", 6.65), ("difference", None)]
+    assert [(r["kind"], r["published"]) for r in out["rows"]] == [("figure", None)] * 4 + [("difference", 6.65)]
     for row in out["rows"]:
         assert set(row) == ROW_KEYS and row["ci_low"] <= row["ours"] <= row["ci_high"] and not row["comparable"]
         assert (row["p_value"] is None) == (row["kind"] == "figure")
@@ -351,3 +353,17 @@ def test_data_given_as_a_file_says_to_give_its_folder(stsb_dir, tiny_model_dir, 
     assert main(["reproduce", "raoe", "--quick", "--data", str(stsb_dir / "stsb.csv")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: --data names a file; give the folder that holds stsb.csv: {stsb_dir}."
+
+
+def test_raoe_stage_2_against_cosent_is_a_row_only_where_the_losses_differ():
+    """At I_eff < 1 L_rank keeps exactly CoSENT's pairs, so the two arms train the same loss: a row comparing them
+    would read as a test it is not (issue 53). At a batch of 256 (I_eff = 1) it is a comparison again."""
+    from core.reproduce import raoe
+
+    metrics = {"sts_spearman": 80.0, "sts_spearman_ci": [79.0, 81.0]}
+    for batch, shown in ((32, False), (256, True)):
+        arms = raoe.arms(Path("/data"), Setup(True, "m"))
+        outcomes = {a.label: Outcome("r", {**a.config, "interval": 2, "batch_size": batch}, metrics, metrics)
+                    for a in arms}
+        claims = [r.claim for r in raoe.rows(outcomes, Setup(True, "m"))]
+        assert ("STS-B Spearman: RAOE stage 2 (L_rank) - CoSENT" in claims) == shown, batch
