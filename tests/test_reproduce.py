@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from core.errors import UserError
 from core.reproduce import EXPERIMENTS
 from core.reproduce.experiment import Outcome, Setup
 from core.reproduce.job import arms_of, latest
-from core.reproduce.report import table_text
+from core.reproduce.report import published_text, table_text
 from core.runs.store import RunStore
 from tests.conftest import no_errors
 from tests.test_sts import pair_table
@@ -108,6 +109,9 @@ def test_the_full_raoe_and_crops_tables_have_a_row_per_arm(tmp_path, monkeypatch
     assert [r.ours for r in crops_figures] == [90.0] * 4 and "first 4 layers frozen" in crops_figures[3].differs
     assert [r.claim for r in tables["crops"] if r.kind == "difference"] == [
         "kNN accuracy (pp): crops - dropout", "kNN accuracy (pp): crops, top 2 layers - all layers"]
+    gain = next(r for r in tables["crops"] if r.claim == "kNN accuracy (pp): crops - dropout")
+    assert (gain.published, gain.comparable) == (6.7, False) and gain.setting.startswith("MPNet")  # Table 2
+    assert published_text(asdict(gain)).startswith("+6.70 (MPNet, kNN accuracy (k = 10) averaged over six")
 
 
 def test_a_quick_run_does_not_ask_for_a_file_only_the_full_run_reads(stsb_dir):
@@ -267,7 +271,8 @@ def test_listmle_claims_are_differences_beside_the_papers_and_its_options_reach_
     assert all(r.published is None for r in rows if r.kind == "figure")
     assert any("81.17 (SynCSE-r, BERT-base, average of 7 STS tasks), not comparable" in r.differs for r in rows)
     before = next(r for r in rows if r.claim == "STS Spearman before post-training")  # 80.13 is SynCSE*, not -r
-    assert "paper: 80.13 (SynCSE* before post-training, BERT-base" in before.differs and "SynCSE-r" not in before.differs
+    assert "paper: 80.13 (SynCSE* before post-training, BERT-base" in before.differs
+    assert "SynCSE-r" not in before.differs
     differences = {r.claim: (r.published, r.setting) for r in rows if r.kind == "difference" and r.published}
     assert differences == {
         f"STS Spearman: {listmle.METHOD} - before": (1.04, "SynCSE* -> SynCSE-r, BERT-base, average of 7 STS tasks"),

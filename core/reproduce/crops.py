@@ -1,16 +1,21 @@
 """Seed 002's headline (docs/definitions.md, crop augmentation): two crops of one document as a positive pair beat
-dropout augmentation, most of the gain coming in the first ~100 batches of 64, and fine-tuning only the last two
+dropout augmentation (Table 2: on average 55.8 vs 49.1 kNN accuracy with MPNet, beside our difference, not
+comparable), most of the gain coming in the first ~100 batches of 64, and fine-tuning only the last two
 layers gets close to fine-tuning them all (that arm at full size only: --quick stays two runs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from core.reproduce.experiment import Arm, Experiment, Outcome, Row, Setup, Source, difference, row
+from core.reproduce.experiment import Arm, Experiment, Outcome, Paper, Row, Setup, Source, difference, row
 
 ARMS = (("crops", {"recipe": "crop"}), ("dropout (baseline)", {"recipe": "dropout"}))
 TOP = 2  # the layers the paper's cheaper variant trains
 TOP_ARM = f"crops, top {TOP} layers"
+# Table 2: kNN accuracy (k = 10) of MPNet fine-tuned for one epoch, averaged over six datasets: 55.8 with crops,
+# 49.1 with dropout ("on average 55.8% vs 49.1%"); another model and other data than ours, so never comparable
+PAPER_GAIN = Paper(round(55.8 - 49.1, 2), "MPNet, kNN accuracy (k = 10) averaged over six datasets, one epoch: "
+                   "crops 55.8, dropout 49.1 (Table 2)")
 
 
 def _budget(quick: bool) -> tuple[int, int]:
@@ -47,8 +52,8 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
     out += [row(f"BBC News kNN accuracy (%) after {label}", None, outcomes[label].after, "knn_accuracy", differs,
                 scale=100) for label, _ in ARMS]
     crop, dropout = (outcomes[label].after for label, _ in ARMS)
-    out.append(difference("kNN accuracy (pp): crops - dropout", None, dropout, crop, "knn_accuracy", differs,
-                          scale=100))
+    out.append(difference("kNN accuracy (pp): crops - dropout", PAPER_GAIN, dropout, crop, "knn_accuracy",
+                          f"{differs}; {setup.model_name} on BBC News (paper: MPNet on six datasets)", scale=100))
     if TOP_ARM in outcomes:
         frozen = outcomes[TOP_ARM].config["freeze_layers"]
         top = f"{differs}; embeddings and the first {frozen} layers frozen"
@@ -60,7 +65,7 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
 
 
 EXPERIMENT = Experiment(
-    name="crops", title="Crop augmentation", paper="seed 002: crops of one document as positives beat dropout; "
-    "most of the gain within ~100 batches of 64; the last two layers alone get close to full fine-tuning (no table "
-    "figure for this corpus)",
+    name="crops", title="Crop augmentation", paper="seed 002: crops of one document as positives beat dropout "
+    "(Table 2: kNN accuracy 55.8 vs 49.1, +6.7, MPNet averaged over six datasets); most of the gain within ~100 "
+    "batches of 64; the last two layers alone get close to full fine-tuning",
     sources=(Source("bbc_news.csv", "text (multi-sentence documents), label, split"),), arms=arms, rows=rows)

@@ -4,8 +4,8 @@ only) come close. Lists: SNLI star lists (premise; entailment > neutral > contra
 with --generator chain lists a language model writes from SNLI's training premises, as the paper's were written.
 
 The paper reports two models: SynCSE* 80.13 -> SynCSE-r 81.17 (w = 0.7, "For SynCSE, the hyperparameter w is set to
-0.7") and MultiCSR 80.61 -> MultiCSR-r 81.33 (w = 0.5), its ablation table (Table 3) on MultiCSR-r alone: the teacher's scores only
-81.18, the list order only 80.65. Each claim is a paired difference on the STS-B test pairs beside the paper's
+0.7") and MultiCSR 80.61 -> MultiCSR-r 81.33 (w = 0.5), its ablation table (Table 3) on MultiCSR-r alone: the
+teacher's scores only 81.18, the list order only 80.65. Each claim is a paired difference on the STS-B test pairs beside the paper's
 difference for the same comparison; the paper's absolute figures (BERT-base, average of 7 STS tasks) are not
 comparable with an STS-B Spearman of another model and stay in the notes. Every arm keeps the checkpoint (step 0, the
 model as it was, included) with the best STS Spearman on a split the user names (default STS-B validation): our
@@ -120,8 +120,8 @@ def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
 
 EXPERIMENT = Experiment(
     name="listmle", title="ListMLE post-training on ranked lists", paper="seed 003: SynCSE* 80.13 -> SynCSE-r 81.17 "
-    "(+1.04, w = 0.7) and MultiCSR 80.61 -> MultiCSR-r 81.33 (+0.72, w = 0.5), avg of 7 STS, BERT-base; on MultiCSR-r the teacher's "
-    "scores only give 81.18 and the list order only 80.65",
+    "(+1.04, w = 0.7) and MultiCSR 80.61 -> MultiCSR-r 81.33 (+0.72, w = 0.5), avg of 7 STS, BERT-base; on "
+    "MultiCSR-r the teacher's scores only give 81.18 and the list order only 80.65",
     sources=(Source("snli.csv", "text1, text2, label (entailment / neutral / contradiction), split"),
              Source("stsb.csv", "text1, text2, score, split with validation (the checkpoint's choice) and test rows")),
     arms=arms, rows=rows, options=("lists_per_step", "select_split"), generation=GENERATION)
