@@ -5,11 +5,11 @@ with --generator chain lists a language model writes from SNLI's training premis
 
 The paper reports two models: SynCSE* 80.13 -> SynCSE-r 81.17 (w = 0.7, "For SynCSE, the hyperparameter w is set to
 0.7") and MultiCSR 80.61 -> MultiCSR-r 81.33 (w = 0.5), its ablation table (Table 3) on MultiCSR-r alone: the
-teacher's scores only 81.18, the list order only 80.65. Each claim is a paired difference on the STS-B test pairs beside the paper's
-difference for the same comparison; the paper's absolute figures (BERT-base, average of 7 STS tasks) are not
-comparable with an STS-B Spearman of another model and stay in the notes. Every arm keeps the checkpoint (step 0, the
-model as it was, included) with the best STS Spearman on a split the user names (default STS-B validation): our
-assumption, the paper does not say how it picked one."""
+teacher's scores only 81.18, the list order only 80.65. Each claim is a paired difference on the STS-B test pairs
+beside the paper's difference for the same comparison; the paper's absolute figures (BERT-base, average of 7 STS
+tasks) are not comparable with an STS-B Spearman of another model and stay in the notes. Every arm keeps the
+checkpoint (step 0, the model as it was, included) with the best STS Spearman on a split the user names (default
+STS-B validation): our assumption, the paper does not say how it picked one."""
 
 from __future__ import annotations
 
