@@ -127,6 +127,9 @@ def test_the_card_carries_intervals_per_class_results_and_leakage(trained):
         assert (f"| `{now['class']}` | {now['n']}* | {was['polarity']:.1f} | {now['polarity']:.1f} | "
                 f"{100 * was['knn_recall']:.1f}% | {100 * now['knn_recall']:.1f}% |") in card
     assert "*: fewer than 20 test texts" in card
+    assert "| kNN recall after | recall change 95% CI, p |" in card  # each class's change, with the floors (issue 53)
+    assert card.count("| n = 4: too few to judge (fewer than 10) |") == 3  # 4 test texts a class: no interval
+    assert "no interval below 10 of them, rough below 30" in card
     assert "- **Leakage:** none: no test text is also a training text" in card
 
 

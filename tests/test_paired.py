@@ -144,6 +144,10 @@ def test_compare_prints_paired_differences_of_two_runs(runs, capsys):
     assert main(["compare", first]) == 0  # after - before of one run
     text = capsys.readouterr().out
     assert "before" in text and "P@16" in text and "p " in text
+    assert "per class: b - a, paired over the class's own test texts (no interval below 10" in text
+    assert main(["compare", first, second, "--json"]) == 0
+    classes = json.loads(capsys.readouterr().out)["classes"]  # per class too, with the same floors as the page
+    assert classes and all(row["kNN recall change 95% CI, p"].startswith(("[", "n = ")) for row in classes)
 
 
 def test_compare_refuses_an_unknown_or_unfinished_run_in_one_line(contrastlab_home, capsys):
@@ -246,3 +250,34 @@ def test_the_same_items_in_another_order_are_compared_item_by_item(tiny_model):
     assert per_item.same_items(p, q, "pairs") and p["sts_spearman"] == pytest.approx(q["sts_spearman"], abs=1e-9)
     diffs, notes = compare(p, q)
     assert [d.name for d in diffs] == ["sts_spearman"] and diffs[0].delta == pytest.approx(0.0, abs=1e-9), notes
+
+
+def test_each_class_gets_the_floors_of_a_whole_comparison(monkeypatch):
+    """A class of 9 test texts whose one vote flips got "p < 0.001" (issue 53; TREC's ABBR has 9): below 10 texts a
+    class gets no interval or p-value, below 30 its interval is marked rough, on the page's table as in the JSON."""
+    from core.evaluation import per_class
+    from core.evaluation.paired import class_differences
+
+    labels = np.repeat([0, 1, 2], [9, 15, 40])
+    rng = np.random.default_rng(0)
+    a = {"knn_label": labels, "knn_pred": labels.copy(), "polarity": rng.random(64)}
+    b = {"knn_label": labels, "knn_pred": labels.copy(), "polarity": rng.random(64)}
+    b["knn_pred"][0] = 1  # one vote of the 9-text class flips
+    result = {"items": {"of": {"texts": "the same texts"}}}
+    rows = class_differences(result, result, count=300, arrays=(a, b))
+    assert [(r["n"], r["size"]) for r in rows] == [(9, "too few"), (15, "rough"), (40, None)]
+    assert rows[0]["recall"] == {"ci_low": None, "ci_high": None, "p_value": None}
+    assert rows[1]["recall"]["ci_low"] is not None and rows[2]["polarity"]["p_value"] is not None
+
+    def per_class_result(classes: list[str]) -> dict:
+        return {"per_class": {"k": 16, "knn_k": 10, "classes": [
+            {"class": c, "n": n, "polarity": 50.0, "polarity_sd": 1.0, "knn_recall": 0.5}
+            for c, n in zip(classes, (9, 15, 40))]}}
+
+    monkeypatch.setattr(per_class, "compared", lambda before, after: {"classes": rows})
+    frame = per_class.per_class_frame(per_class_result(["ABBR", "DESC", "NUM"]), per_class_result(["ABBR", "DESC",
+                                                                                                  "NUM"]))
+    texts = dict(zip(frame["class"], frame["kNN recall change 95% CI, p"]))
+    assert texts["ABBR"] == "n = 9: too few to judge (fewer than 10)"
+    assert texts["DESC"].startswith("[") and texts["DESC"].endswith("(rough: n = 15 < 30)")
+    assert texts["NUM"].startswith("[") and "rough" not in texts["NUM"]

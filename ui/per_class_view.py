@@ -8,6 +8,7 @@ import streamlit as st
 
 from core.analysis.per_class_plots import confusion_figure
 from core.evaluation.headline import TRADE_OFF_ONLY, trade_off_only
+from core.evaluation.paired import FEW_ITEMS, MIN_ITEMS
 from core.evaluation.per_class import MAX_CONFUSION_CLASSES, SMALL_CLASS, confusion_counts, per_class_frame
 from core.runs.export import safe_name
 from ui.charts import plot
@@ -60,7 +61,8 @@ def per_class_results(before: dict | None, after: dict | None, key: str, name: s
     st.caption(f"Per class: **P@{data['k']}** is the mean over the class's test texts (x100, with its sd); "
                f"**kNN recall** is the share of them the kNN classifier (k = {data['knn_k']}) labels correctly. "
                "The headline figures average over all texts, so a small class barely moves them. Each change's "
-               "95% interval and p-value are paired over the same test texts (bootstrap, 1,000 resamples).")
+               "95% interval and p-value are paired over the class's own test texts (bootstrap, 1,000 resamples): "
+               f"none for a class of fewer than {MIN_ITEMS}, marked rough below {FEW_ITEMS}.")
     _few_note(frame)
     st.dataframe(frame, hide_index=True, key=f"{key}:table", placeholder="–", column_config=_columns(frame))
     results = [("before", before), ("after", after)] if after is not None else [("", before)]

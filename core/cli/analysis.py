@@ -230,8 +230,11 @@ def cmd_compare(args) -> dict:
     if not diffs and not notes:
         raise UserError(f"{names[0]} and {names[1]} report no figure in common (one is a labelled-text run, the "
                         "other a pair or list run?); compare runs on the same corpus.")
+    from core.evaluation.per_class import RECALL_CI, per_class_frame  # sklearn: only where it is needed
+
+    classes = per_class_frame(before, after)  # per class: its changes with their paired intervals, where it has any
     return {"a": names[0], "b": names[1], "k": before.get("k"), "metrics": [d.as_dict() for d in diffs],
-            "notes": notes}
+            "notes": notes, "classes": classes.to_dict("records") if RECALL_CI in classes else []}
 
 
 def print_evaluate(r: dict) -> None:
@@ -336,3 +339,13 @@ def print_compare(r: dict) -> None:
               f"{m.difference_text(d['delta'], d['ci_low'], d['ci_high'], d['p_value'])}{extra}  n = {d['n']}")
     for note in r["notes"]:
         print(f"  note: {note}")
+    if r.get("classes"):
+        from core.evaluation.paired import FEW_ITEMS, MIN_ITEMS
+        from core.evaluation.per_class import CHANGE_CI, RECALL_CI
+
+        print(f"per class: b - a, paired over the class's own test texts (no interval below {MIN_ITEMS} of them, "
+              f"rough below {FEW_ITEMS})")
+        for row in r["classes"]:
+            p = next(c.removesuffix(f" {CHANGE_CI}") for c in row if c.startswith("P@") and c.endswith(CHANGE_CI))
+            print(f"  {row['class']} (n = {row['n']}): kNN recall {row['kNN recall change']:+.1f} pp "
+                  f"{row[RECALL_CI]}; {p} {row[f'{p} change']:+.1f} {row[f'{p} {CHANGE_CI}']}")

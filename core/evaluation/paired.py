@@ -32,7 +32,7 @@ from core.evaluation.uncertainty import LEVEL, RESAMPLES, SEED, resample_indices
 from core.storage import cached_json, items_entry, result_entry
 
 HEADLINE_BY_KEY = {m.key: m for m in HEADLINE}
-VERSION = 3  # part of a stored comparison's key: raise it when what compare returns changes
+VERSION = 4  # part of a stored comparison's key: raise it when what compare returns changes
 MIN_ITEMS = 10  # fewer test items: no interval or p-value (one item "differs" with p < 0.001 otherwise)
 FEW_ITEMS = FEW_TARGETS  # fewer: the interval and p-value are given with a note that they are rough
 
@@ -240,9 +240,10 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
                       arrays: Arrays | None = None) -> list[dict]:
     """Per class (in the order of the evaluations' class codes): its test texts' kNN recall and P@k, b - a, each with
     its paired 95% interval and p-value, resampling the test texts as the headline figures do (a resample holds a
-    varying number of each class; one holding none of a class leaves it out). Empty without per-item arrays of the
-    same test texts, or without the kNN votes of both (a trade-off-only evaluation has none); `arrays` as in
-    compare."""
+    varying number of each class; one holding none of a class leaves it out). The floors of a whole comparison
+    apply to each class (`size`, class_size): no interval below MIN_ITEMS of its texts, "rough" below FEW_ITEMS.
+    Empty without per-item arrays of the same test texts, or without the kNN votes of both (a trade-off-only
+    evaluation has none); `arrays` as in compare."""
     arrays_a, arrays_b = _arrays(a, b, arrays)
     if (arrays_a is None or arrays_b is None or not per_item.same_items(a, b, "texts")
             or any("knn_pred" not in arrays for arrays in (arrays_a, arrays_b))  # a trade-off-only evaluation
@@ -265,12 +266,20 @@ def class_differences(a: dict, b: dict, count: int = RESAMPLES, seed: int = SEED
                     deltas[(c, metric)].append(mean["b"] - mean["a"])
     out = []
     for c in classes:
-        row: dict = {"code": int(c), "n": int((labels == c).sum())}
+        n = int((labels == c).sum())
+        row: dict = {"code": int(c), "n": n, "size": class_size(n)}
         for metric in ("recall", "polarity"):
-            bounds = interval_and_p(np.concatenate(deltas[(c, metric)]), level)
+            bounds = ((math.nan,) * 3 if n < MIN_ITEMS  # one flipped vote would read as p < 0.001
+                      else interval_and_p(np.concatenate(deltas[(c, metric)]), level))
             row[metric] = {k: (None if math.isnan(v) else v) for k, v in zip(("ci_low", "ci_high", "p_value"), bounds)}
         out.append(row)
     return out
+
+
+def class_size(n: int) -> str | None:
+    """Whether a class's n test texts can carry a paired difference, by the same floors as a whole comparison:
+    "too few" below MIN_ITEMS (no interval or p-value), "rough" below FEW_ITEMS, None otherwise."""
+    return "too few" if n < MIN_ITEMS else "rough" if n < FEW_ITEMS else None
 
 
 def compared(a: dict, b: dict) -> dict:

@@ -13,8 +13,10 @@ import numpy as np
 import pandas as pd
 
 from core.evaluation.headline import p_text
-from core.evaluation.paired import compared
+from core.evaluation.paired import FEW_ITEMS, MIN_ITEMS, compared
 
+CHANGE_CI = "change 95% CI, p"  # the column suffix of a change's paired interval and p-value
+RECALL_CI = f"kNN recall {CHANGE_CI}"
 SMALL_CLASS = 20  # fewer test texts than this: one text moves the class's kNN recall by more than 5 points
 MAX_CONFUSION_CLASSES = 50  # a larger matrix is neither readable nor small enough to store with every run
 
@@ -114,14 +116,20 @@ def _paired_columns(before: dict, after: dict, p: str) -> dict[str, dict[str, st
     """Per-class changes' paired 95% intervals and p-values (core.evaluation.paired.class_differences), as text by
     class name: "[+0.8, +4.1], p = 0.004" for P@k (points) and kNN recall (percentage points)."""
     names = [str(row["class"]) for row in after["per_class"]["classes"]]
-    columns = {"polarity": (f"{p} change 95% CI, p", 1), "recall": ("kNN recall change 95% CI, p", 100)}
+    columns = {"polarity": (f"{p} {CHANGE_CI}", 1), "recall": (RECALL_CI, 100)}
     out: dict[str, dict[str, str]] = {column: {} for column, _ in columns.values()}
     for row in compared(before, after).get("classes", []):
+        if row["code"] >= len(names):
+            continue
+        size = row["size"]
         for metric, (column, scale) in columns.items():
             d = row[metric]
-            if d["ci_low"] is not None and row["code"] < len(names):
+            if size == "too few":
+                out[column][names[row["code"]]] = f"n = {row['n']}: too few to judge (fewer than {MIN_ITEMS})"
+            elif d["ci_low"] is not None:
                 out[column][names[row["code"]]] = (f"[{d['ci_low'] * scale:+.1f}, {d['ci_high'] * scale:+.1f}], "
-                                                   f"{p_text(d['p_value'])}")
+                                                   f"{p_text(d['p_value'])}"
+                                                   + (f" (rough: n = {row['n']} < {FEW_ITEMS})" if size else ""))
     return out if any(out.values()) else {}
 
 

@@ -24,7 +24,7 @@ from core.data.corpus import CLASSES_SHOWN
 from core.data.kinds import kind_of
 from core.data.provenance import generation_text
 from core.evaluation.headline import HEADLINE, Metric, is_number
-from core.evaluation.paired import change_texts
+from core.evaluation.paired import FEW_ITEMS, MIN_ITEMS, change_texts
 from core.models.ata import ATAPooling
 from core.training.config import TrainConfig, checkpoint_text
 from core.training.eta import fmt_seconds
@@ -256,11 +256,14 @@ def _per_class_lines(before: dict, after: dict) -> list[str]:
     classes = list(dict.fromkeys([*rows["after"], *rows["before"]]))
     if not classes:
         return []
-    from core.evaluation.per_class import SMALL_CLASS  # sklearn: only for a card that has per-class results
+    from core.evaluation.per_class import RECALL_CI, SMALL_CLASS, per_class_frame  # sklearn: only for such a card
 
     k = ((after.get("per_class") or before.get("per_class")) or {}).get("k", "k")
-    lines = ["", f"| class | test texts | P@{k} before | P@{k} after | kNN recall before | kNN recall after |",
-             "|---|---|---|---|---|---|"]
+    frame = per_class_frame(before, after) if before.get("per_class") and after.get("per_class") else None
+    paired = dict(zip(frame["class"], frame[RECALL_CI])) if frame is not None and RECALL_CI in frame else {}
+    lines = ["", f"| class | test texts | P@{k} before | P@{k} after | kNN recall before | kNN recall after |"
+             + (" recall change 95% CI, p |" if paired else ""),
+             "|---|---|---|---|---|---|" + ("---|" if paired else "")]
     few = False
     for name in classes[:CLASSES_SHOWN]:
         was, now = rows["before"].get(name, {}), rows["after"].get(name, {})
@@ -271,6 +274,8 @@ def _per_class_lines(before: dict, after: dict) -> list[str]:
                  *(f"{row['polarity']:.1f}" if is_number(row.get("polarity")) else "–" for row in (was, now)),
                  *(f"{100 * row['knn_recall']:.1f}%" if is_number(row.get("knn_recall")) else "–"
                    for row in (was, now))]
+        if paired:
+            cells.append(paired.get(name, "–"))
         lines.append(f"| {_code(name)} | {' | '.join(cells)} |")
     notes = []
     if len(classes) > CLASSES_SHOWN:
@@ -278,6 +283,9 @@ def _per_class_lines(before: dict, after: dict) -> list[str]:
     if few:
         notes.append(f"*: fewer than {SMALL_CLASS} test texts, so one text moves the class's kNN recall by more "
                      "than 5 points.")
+    if paired:
+        notes.append(f"A class's recall change is paired over its own test texts, with the whole comparison's floors: "
+                     f"no interval below {MIN_ITEMS} of them, rough below {FEW_ITEMS}.")
     return lines + (["", " ".join(notes)] if notes else [])
 
 
