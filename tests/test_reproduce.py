@@ -16,7 +16,7 @@ import core.jobs.launch
 import core.jobs.worker
 from core.cli import main
 from core.errors import UserError
-from core.reproduce import EXPERIMENTS
+from core.reproduce import EXPERIMENTS, margins
 from core.reproduce.experiment import Outcome, Setup
 from core.reproduce.job import arms_of, latest
 from core.reproduce.report import published_text, table_text
@@ -132,12 +132,21 @@ def test_rows_put_the_published_figure_beside_ours_and_its_interval():
     rows = EXPERIMENTS["margins"].rows(outcomes, setup)
     first = rows[0]
     assert (first.published, first.ours, first.ci_low, first.ci_high) == (63.0, 63.5, 62.5, 64.5)
-    assert [r.published for r in rows] == [63.0, 46.6, 80.6, 35.2, 81.3, 29.6, 5.6, -0.7]
-    assert [r.kind for r in rows] == ["figure"] * 6 + ["difference"] * 2 and all(r.comparable for r in rows)
-    assert "top 2 layers" in rows[2].differs and "50,000" in rows[2].differs and first.differs == ""
+    # after training, --quick is not the paper's budget: its figures go to the notes, its differences are marked
+    assert [r.published for r in rows] == [63.0, 46.6, None, None, None, None, 5.6, -0.7]
+    assert [r.kind for r in rows] == ["figure"] * 6 + ["difference"] * 2
+    assert [r.comparable for r in rows] == [True, True] + [False] * 6  # the reference itself: the paper's model
+    assert "top 2 layers" in rows[2].differs and "(paper: 50,000 triplets)" in rows[2].differs and first.differs == ""
+    assert "80.6 (all-MiniLM-L6-v2 after TripletLoss, 50,000 triplets, 5 epochs, batch 64" in rows[2].differs
     assert {a.config["discount"] for a in arms} == {"none"}  # seed 000's released weighting: what its table measured
     text = table_text([r.__dict__ for r in rows]).splitlines()
     assert len(text) == 1 + len(rows) and "63.50 [62.50, 64.50]" in text[1] and "+5.60" in text[7]
+    ours = arms_of({"name": "margins", "data": "/data", "quick": False, "model": "all-MiniLM-L6-v2"})[0].config
+    for config, comparable in ((ours, False), ({**margins.PAPER_BUDGET, "top_layers": 0}, True)):
+        at = {a.label: Outcome("r", {**a.config, **config}, before, after) for a in arms}
+        full = EXPERIMENTS["margins"].rows(at, setup)
+        assert all(r.comparable == comparable for r in full[2:]), config  # only the paper's budget compares
+        assert comparable or "batch 32 (paper: batch 64)" in full[2].differs
     other = EXPERIMENTS["margins"].rows(outcomes, Setup(quick=True, model="/models/tiny"))
     assert not any(r.comparable for r in other) and all(r.published is None for r in other if r.kind == "figure")
 
