@@ -4,8 +4,10 @@ similarity?
 
 The arms are the `listmle` reproduction's run (core.reproduce.listmle: SNLI validation star lists train, premise;
 entailment > neutral > contradiction > another premise's hypothesis, anchor 0 only; SNLI test lists and STS-B test
-scored, teacher = the model itself) over a grid: tau in {1, 0.05} x w in {0.5, 0.7} x {1, 16} lists per step, each a
-run trained and evaluated through core.reproduce.job.run_arms on the same lists, seed and number of steps. The
+scored, teacher = the model itself) over a grid: tau in {1, 0.05} x w in {0.5, 0.7} x {1, 16} lists per step, and at
+w = 0.7 and 16 lists per step each tau again with the anchor's own similarity first in its list (Eq. 8 as written;
+off by default), each a run trained and evaluated through core.reproduce.job.run_arms on the same lists, seed and
+number of steps. The
 baseline is the base model (before training); each arm's change is paired over the same test items. Which tau does
 not hurt decides the recipe's default (docs/definitions.md, ListMLE post-training). Whatever comes out is printed as
 it is, each figure with its 95% interval.
@@ -41,6 +43,10 @@ def run(opts: Options) -> None:
     arms = [Arm(f"tau = {tau:g}, w = {w:g}, {n} list{'s' if n > 1 else ''}/step",
                 {**base, "w": w, "tau": tau, "batch_size": n, "max_steps": steps, "examples": steps * n})
             for tau in TAUS for w in WS for n in PER_STEP]
+    n = PER_STEP[-1]  # Eq. 8 with each anchor's own similarity first in its list, beside the same arms without it
+    arms += [Arm(f"tau = {tau:g}, w = 0.7, {n} lists/step, anchor in its list",
+                 {**base, "w": 0.7, "tau": tau, "batch_size": n, "max_steps": steps, "examples": steps * n,
+                  "anchor_in_list": True}) for tau in TAUS]
     results = train_arms(arms)
     first = results[arms[0].label]
     header("listmle: ListMLE post-training on SNLI star lists (seed 003, Algorithm 1), ordering on SNLI test lists "

@@ -29,17 +29,18 @@ WORDS = ["cat", "dog", "car", "tree", "house", "river", "music", "bread", "stone
 # ---------------------------------------------------------------- the loss
 
 
-def listmle_loop(scores: np.ndarray, targets: np.ndarray, mask: np.ndarray, anchors: np.ndarray, tau: float) -> float:
+def listmle_loop(scores: np.ndarray, targets: np.ndarray, mask: np.ndarray, anchors: np.ndarray, tau: float,
+                 with_anchor: bool = False) -> float:
     """docs/definitions.md written out: each present anchor j ranks the other present members by targets[j]
-    descending; a list's loss is the sum over its anchors of sum_i [log sum_{m>=i} exp(z_pi(m)) - z_pi(i)], and the
-    batch's the mean over its lists."""
+    descending (`with_anchor`: itself first, then those); a list's loss is the sum over its anchors of
+    sum_i [log sum_{m>=i} exp(z_pi(m)) - z_pi(i)], and the batch's the mean over its lists."""
     per_list = []
     for b in range(scores.shape[0]):
         present = [k for k in range(scores.shape[1]) if mask[b, k]]
         total = 0.0
         for j in (j for j in present if anchors[b, j]):
             others = [k for k in present if k != j]
-            pi = sorted(others, key=lambda k: -targets[b, j, k])
+            pi = [j] * with_anchor + sorted(others, key=lambda k: -targets[b, j, k])
             z = [scores[b, j, k] / tau for k in pi]
             total += sum(log_sum_exp(z[i:]) - z[i] for i in range(len(z)))
         per_list.append(total)
@@ -72,6 +73,21 @@ def loss_of(scores: np.ndarray, targets: np.ndarray, mask: np.ndarray, anchors: 
 def test_loss_matches_the_formula_written_out_with_padding(seed, sizes, tau, star):
     batch = random_batch(seed, sizes, size=max(sizes) + 1, star=star)  # every list has padding
     assert loss_of(*batch, tau).item() == pytest.approx(listmle_loop(*batch, tau), rel=1e-6, abs=1e-5)
+
+
+@pytest.mark.parametrize("star", [False, True])
+def test_the_anchor_in_its_own_list_is_ranked_first_as_eq_8_writes_it(star):
+    """Eq. 8 ranks s_j1 .. s_jn, s_jj included (issue 53): with_anchor puts the anchor first in its own list, even
+    where a nudged target of another member passes the anchor's own (1.0), and adds exactly its terms."""
+    scores, targets, mask, anchors = random_batch(7, [5, 3, 4], size=6, star=star)
+    targets[:, 0, 1] = 5.0  # a member whose target passes anything on the diagonal
+    for b in range(3):
+        np.fill_diagonal(scores[b], 1.0)  # a member's cosine with itself
+    tensors = [torch.tensor(a) for a in (scores, targets, mask, anchors)]
+    got = listmle_from_scores(*tensors, 0.05, with_anchor=True).item()
+    assert got == pytest.approx(listmle_loop(scores, targets, mask, anchors, 0.05, with_anchor=True), rel=1e-6)
+    assert got > listmle_from_scores(*tensors, 0.05).item()  # the anchor's own term adds a positive cost
+    assert ListMLELoss(None, tau=0.05, with_anchor=True).get_config_dict() == {"tau": 0.05, "with_anchor": True}
 
 
 def test_padding_stays_out_of_the_loss_at_a_tiny_tau():

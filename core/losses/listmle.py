@@ -77,13 +77,20 @@ def pack_label(targets: np.ndarray, size: int, shape: str) -> list[float]:
     return [*padded.ravel().tolist(), *mask.tolist(), *anchors.tolist()]
 
 
-def listmle_from_scores(scores: Tensor, targets: Tensor, mask: Tensor, anchors: Tensor, tau: float) -> Tensor:
+def listmle_from_scores(scores: Tensor, targets: Tensor, mask: Tensor, anchors: Tensor, tau: float,
+                        with_anchor: bool = False) -> Tensor:
     """ListMLE summed over each list's anchors, then averaged over the lists; scores and targets are (B, L, L),
-    mask (B, L) marks the present members and anchors (B, L) the members whose row is trained (both 0/1)."""
+    mask (B, L) marks the present members and anchors (B, L) the members whose row is trained (both 0/1).
+    `with_anchor`: anchor j's own similarity s_jj is in its list, ranked first (Eq. 8 ranks s_j1 .. s_jn, s_jj
+    included); without it (our default) only the other members are ranked."""
     size = scores.shape[-1]
     present = mask.bool()
     eye = torch.eye(size, dtype=torch.bool, device=scores.device)
-    valid = present[:, None, :] & present[:, :, None] & ~eye  # valid[b, j, k]: k is one of anchor j's others
+    valid = present[:, None, :] & present[:, :, None]  # valid[b, j, k]: k is in anchor j's list
+    if not with_anchor:
+        valid = valid & ~eye
+    else:  # the anchor is the most similar to itself, whatever the nudged targets of the others (they may pass 1)
+        targets = targets.masked_fill(eye, float("inf"))
     order = torch.argsort(targets.masked_fill(~valid, float("-inf")), dim=-1, descending=True, stable=True)
     z = scores / tau
     floor = z.detach().min() - PAD_GAP
@@ -99,12 +106,13 @@ class ListMLELoss(nn.Module):
     batch; labels carry phihat, the presence mask and the anchor mask (pack_label). tau = 1 is the paper's (it has
     no temperature); a smaller tau sharpens the cosines."""
 
-    def __init__(self, model, tau: float = 1.0) -> None:
+    def __init__(self, model, tau: float = 1.0, with_anchor: bool = False) -> None:
         super().__init__()
         if not tau > 0:
             raise ValueError("tau must be positive")
         self.model = model
         self.tau = tau
+        self.with_anchor = with_anchor
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor) -> Tensor:
         members = [self.model(features)["sentence_embedding"] for features in sentence_features]
@@ -117,10 +125,10 @@ class ListMLELoss(nn.Module):
         labels = labels.to(emb.dtype)
         targets = labels[:, : size * size].reshape(-1, size, size)
         mask, anchors = labels[:, size * size: size * size + size], labels[:, size * size + size:]
-        return listmle_from_scores(emb @ emb.transpose(1, 2), targets, mask, anchors, self.tau)
+        return listmle_from_scores(emb @ emb.transpose(1, 2), targets, mask, anchors, self.tau, self.with_anchor)
 
     def get_config_dict(self) -> dict:
-        return {"tau": self.tau}
+        return {"tau": self.tau, "with_anchor": self.with_anchor}
 
     @property
     def citation(self) -> str:

@@ -78,9 +78,11 @@ def _kept(outcome: Outcome) -> str:
     points = {p["step"]: p["sts_spearman"] for p in chosen.get("points", [])}
     last = max(points, default=0)
     first = points.get(0)
+    if chosen["best_step"] == 0:  # the saved model is the base model: the arm's "after" is its "before"
+        return (f"; kept step 0 of {last}: post-training did not help on {chosen.get('split', 'validation')} "
+                f"(Spearman {chosen['best']:.2f} at step 0, the model as it was)")
     return (f"; kept step {chosen['best_step']} of {last} (validation Spearman {chosen['best']:.2f}"
-            + (f"; step 0 {first:.2f}" if chosen["best_step"] != 0 and first is not None else ", the model as it was")
-            + ")")
+            + (f"; step 0 {first:.2f}" if first is not None else "") + ")")
 
 
 def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:

@@ -144,7 +144,7 @@ def list_preview(members: list[str], phi: np.ndarray, targets: np.ndarray) -> li
 def _loss(model, cfg):
     from core.losses.listmle import ListMLELoss
 
-    return ListMLELoss(model, tau=cfg.tau)
+    return ListMLELoss(model, tau=cfg.tau, with_anchor=cfg.anchor_in_list)
 
 
 W = Param("w", float, 0.5, "Nudge weight w", "How far the teacher's similarities move toward the list order: "
@@ -158,6 +158,10 @@ TAU = Param("tau", float, 0.05, "Temperature tau", "Cosines are divided by tau b
             "deviation: the paper has no temperature (tau 1), and at tau 1 every setting measured in bench listmle "
             "lost STS and list order within 30 steps; 1 gives the paper's loss.", low=0.0, low_open=True, high=10.0,
             step=0.01)
+ANCHOR_IN_LIST = Param("anchor_in_list", bool, False, "Anchor in its own list", "Rank each anchor's similarity "
+                       "with itself first in its own list, as the paper's Eq. 8 writes it (s_j1 .. s_jn, s_jj "
+                       "included). Off by default, a deviation: s_jj is always 1, so its term only pushes every "
+                       "member's cosine down against a fixed top, which the list order says nothing about.")
 LIST_SIZE = Param("list_size", int, 8, "List size", "On a labelled corpus: members after each anchor, its "
                   "list_size // 2 nearest same-label texts, then its nearest other-label texts.", low=2, high=63)
 
@@ -167,7 +171,7 @@ LISTS_FILE = Param("lists", str, None, "Lists file", "Train on a list file's lis
 
 LISTMLE = [
     Recipe("listmle", "ListMLE post-training on ranked lists", "ranked lists", _loss, examples=list_examples,
-           knob="w", params=(W, TARGET, TEACHER, TAU, LIST_SIZE, LISTS_FILE), budget={"batch_size": 16},
+           knob="w", params=(W, TARGET, TEACHER, TAU, ANCHOR_IN_LIST, LIST_SIZE, LISTS_FILE), budget={"batch_size": 16},
            min_batch_size=1,
            kinds=("lists", "pairs", "labelled"), needs=list_needs, lists=as_lists),
 ]
