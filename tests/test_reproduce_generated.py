@@ -107,7 +107,10 @@ def test_mgh_with_a_generator_trains_every_order_on_the_generated_negatives(tmp_
     assert out["generated"]["generator"] == f"served-one at {server.url}" and out["generated"]["items"] == 64
     assert {r.body["model"] for r in server.requests} == {"served-one"}  # the one model the server lists
     children = RunStore().list(kind="train", with_losses=False)
-    assert len(children) == 3 and all(c.config["negatives"].endswith("negatives.csv") for c in children)
+    assert len(children) == 5 and all(c.config["negatives"].endswith("negatives.csv") for c in children)
+    sources = pd.read_csv(next(contrastlab_home.rglob("trec-text-train.csv")))["query"]
+    held = pd.read_csv(next(contrastlab_home.rglob("trec.csv")))  # the arms' training view
+    assert not set(sources) & set(held.query("split == 'validation'")["text"])  # nothing written from held-out rows
     assert all(c.progress["summary"]["examples"]["negatives_file"] == "negatives.csv" for c in children)
     assert all("negatives: negatives.csv, written by served-one" in row["differs"] for row in out["rows"][1:])
     app.run()

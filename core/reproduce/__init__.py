@@ -8,6 +8,8 @@ DIR`, the Reproductions page). A new experiment is one module plus one line in E
   ``ata`` (004);
 - ``generated``: with --generator, the paper's training data written by a language model before the arms run, and
   every arm pointed at it (``check_generator``, ``generate_for``);
+- ``validation``: arms chosen among on held-out training rows, never on test (mgh's best fixed band): ``views``,
+  ``hold_out``, ``score_candidates``, ``best``;
 - ``job``: a reproduction as a run of the store whose arms are its child runs (``reproduction_config``,
   ``run_job``, ``latest``);
 - ``report``: the CLI's help and text table.

@@ -50,6 +50,18 @@ class Generation:
 
 
 @dataclass(frozen=True)
+class Validation:
+    """Arms chosen among on held-out rows, not on test (core.reproduce.validation): `share` of `source`'s training
+    rows (per label, seeded) become validation rows no arm trains on, and the arms whose label starts with
+    `candidates` are scored on them by `metric`."""
+
+    source: str
+    share: float
+    candidates: str
+    metric: str
+
+
+@dataclass(frozen=True)
 class Arm:
     """One training run of the experiment: a label and its run config (TrainConfig keys; the job adds the model)."""
 
@@ -88,13 +100,16 @@ class Setup:
 @dataclass(frozen=True)
 class Outcome:
     """A finished arm: its run id, its stored config (every default filled in), its evaluations and its run's summary
-    (what training recorded beside them, e.g. the checkpoint selection kept)."""
+    (what training recorded beside them, e.g. the checkpoint selection kept), and its validation figures where the
+    experiment has them."""
 
     run_id: str
     config: dict
     before: dict
     after: dict
     summary: dict = field(default_factory=dict)
+    validation: dict = field(default_factory=dict)  # its figures on held-out validation rows, where the experiment
+    # chooses among arms on them (Experiment.validation)
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,7 @@ class Experiment:
     rows: Callable[[dict[str, Outcome], Setup], list[Row]]  # (outcome per arm label, setup) -> the table
     options: tuple[str, ...] = ()  # the Setup settings it reads beside quick and model (e.g. "lists_per_step")
     generation: Generation | None = None  # what --generator writes for it; None: it takes no generator
+    validation: Validation | None = None  # arms it chooses among on held-out training rows, not on test
 
     def paths(self, data: Path, quick: bool) -> dict[str, Path]:
         """The files in `data` that a run (--quick or full) reads; UserError naming the first one missing."""

@@ -87,10 +87,12 @@ def source_texts(path: Path, column: str, count: int) -> list[str]:
     return texts
 
 
-def generate_for(ctx, experiment: Experiment, setup: Setup, arms: list[Arm], data: Path) -> tuple[Setup, list[Arm]]:
+def generate_for(ctx, experiment: Experiment, setup: Setup, arms: list[Arm], source_file: Path
+                 ) -> tuple[Setup, list[Arm]]:
     """Write the experiment's generated data into the reproduction's folder and point every arm at it: (the setup
-    with the file's generation summary, the arms). A cancel raises Cancelled (nothing trains on part of the data);
-    the finished items stay in the cache."""
+    with the file's generation summary, the arms). `source_file`: the experiment's source file as the arms train on
+    it (its training view where rows are held out for validation, so no held-out text is written from). A cancel
+    raises Cancelled (nothing trains on part of the data); the finished items stay in the cache."""
     from core.data.provenance import generation_summary
     from core.generation.lists import DEFAULT_LAMBDA, DEFAULT_STEPS, ListSettings
     from core.generation.negatives import NegativeSettings
@@ -102,7 +104,7 @@ def generate_for(ctx, experiment: Experiment, setup: Setup, arms: list[Arm], dat
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / f"{Path(spec.source).stem}-{spec.column}-train.csv"
     role = "text" if spec.kind == "lists" else "query"
-    pd.DataFrame({role: source_texts(data / spec.source, spec.column, count)}).to_csv(source, index=False)
+    pd.DataFrame({role: source_texts(source_file, spec.column, count)}).to_csv(source, index=False)
     ctx.progress(phase="loading the language model", step=None, total=None, unit=None, eta_s=None)
     engine = engine_of(setup)
     if spec.kind == "lists":  # directional control needs the log-probabilities only a local model gives
@@ -118,7 +120,7 @@ def generate_for(ctx, experiment: Experiment, setup: Setup, arms: list[Arm], dat
 
     out = folder / f"{spec.kind}.csv"
     outcome = generate(spec.kind, engine, source, out, settings, progress=progress, should_stop=ctx.should_stop,
-                       check_against={"corpus": str(data / spec.source)})
+                       check_against={"corpus": str(source_file)})
     if outcome.cancelled:
         raise Cancelled()
     setup = replace(setup, generated=generation_summary(out))

@@ -14,6 +14,7 @@ from core.errors import Cancelled, UserError, shorten
 from core.reproduce import get_experiment
 from core.reproduce.experiment import Arm, Outcome, Setup
 from core.reproduce.generated import check_generator, generate_for
+from core.reproduce.validation import hold_out, score_candidates
 
 
 def reproduction_config(name: str, data: str | Path, quick: bool, model: str | None = None, *,
@@ -156,9 +157,16 @@ def run_job(ctx) -> dict:
     experiment = get_experiment(config["name"])
     arms = arms_of(config)
     setup = setup_of(config)
-    if setup.generator:  # the papers' generated data first; every arm then trains on it
-        setup, arms = generate_for(ctx, experiment, setup, arms, Path(config["data"]))
+    data = Path(config["data"])
+    files = {source.file: data / source.file for source in experiment.sources}  # what the arms train on
+    if experiment.validation:  # rows no arm trains on, to choose among arms without looking at test
+        arms, files[experiment.validation.source], held = hold_out(arms, experiment.validation, data,
+                                                                    ctx.run_dir / "validation")
+    if setup.generator:  # the papers' generated data first, from the arms' own training rows; every arm trains on it
+        setup, arms = generate_for(ctx, experiment, setup, arms, files[experiment.generation.source])
     outcomes = run_arms(ctx.store, ctx.run_id, arms, ctx.progress, ctx.should_stop)
+    if experiment.validation:
+        outcomes = score_candidates(outcomes, experiment.validation, held, ctx.store, config["model"], ctx.progress)
     ctx.progress(phase="done", step=len(arms), total=len(arms))
     return {"name": experiment.name, "quick": config["quick"], "model": config["model"],
             "rows": [asdict(r) for r in experiment.rows(outcomes, setup)],
