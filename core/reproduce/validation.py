@@ -17,11 +17,10 @@ SEED = 0
 
 
 def views(source: Path, share: float, folder: Path) -> tuple[Path, Path]:
-    """(training view, validation view) of a labelled file with a split column, written into `folder`: the training
-    view is the file with `share` of each label's training rows marked
-    'validation' (which a run neither trains on nor scores, as the test rows are its targets); the validation view
-    is its training and validation rows only, so the validation rows are the targets and the training rows the kNN
-    pool."""
+    """(training view, validation view) of a labelled file with a split column, written into `folder`. The training
+    view is the file with `share` of each label's training rows (seeded) marked 'validation', which a run neither
+    trains on nor scores, its targets being the test rows. The validation view holds its training and validation
+    rows only, so the validation rows are the targets and the training rows the kNN pool."""
     from core.data.table import clean_texts, read_file
 
     df = read_file(source)[0].copy()
