@@ -97,10 +97,37 @@ def test_what_cannot_train_on_a_pair_corpus_exits_2_with_one_line_and_no_run(tmp
 def test_teacher_score_needs_a_scored_pair_corpus(capsys):
     assert main(["train", str(demo_corpus_path()), "--recipe", "raoe", "--teacher", "score"]) == 2
     assert "teacher 'score' needs a pair corpus" in capsys.readouterr().err
-    with pytest.raises(UserError, match="cosent on a pair corpus trains on its score column"):
-        get_recipe("cosent").check_corpus(TrainConfig(corpus="x", recipe="cosent"),
-                                          type("Labels", (), {"kind": "pairs", "name": "snli",
-                                                              "columns": type("C", (), {"score": None})})())
+    neither = type("Pairs", (), {"kind": "pairs", "name": "snli",
+                                 "columns": type("C", (), {"score": None, "label": None})})()
+    with pytest.raises(UserError, match="cosent on a pair corpus trains on the order of its score column, or of its "
+                                        "NLI labels; snli has neither"):
+        get_recipe("cosent").check_corpus(TrainConfig(corpus="x", recipe="cosent"), neither)
+    with pytest.raises(UserError, match="cosine on a pair corpus trains on its score column"):  # it reads values
+        get_recipe("cosine").check_corpus(TrainConfig(corpus="x", recipe="cosine"), neither)
+
+
+def test_cosent_and_angle_train_on_nli_labels_as_the_order_of_the_scores(tmp_path, tiny_model):
+    """The AnglE paper trains on NLI; the raoe reproduction's AnglE arm on SNLI needs it (issue 53): without a score
+    column the labels give the order, entailment 1 > neutral 0.5 > contradiction 0; `cosine`, which regresses to
+    the values themselves, still refuses."""
+    from core.training.examples import scored_pairs
+
+    path = pair_file(tmp_path, labels=True)
+    path.write_text("\n".join(",".join(line.split(",")[:2] + line.split(",")[3:]) for line in
+                              path.read_text().splitlines()) + "\n")  # the score column dropped
+    corpus = load_pairs(path)
+    assert corpus.columns.score is None
+    for recipe in ("cosent", "angle"):
+        cfg = TrainConfig(corpus=str(path), recipe=recipe, examples=39)
+        get_recipe(recipe).check_corpus(cfg, corpus)  # no refusal
+        dataset, stats = scored_pairs(cfg, corpus, "cosine")
+        assert stats["source"].startswith("pair corpus, NLI labels as scores")
+        by_pair = dict(zip(zip(dataset["sentence1"], dataset["sentence2"]), dataset["score"]))
+        expected = {(a, b): (2 - label) / 2 for a, b, label in zip(corpus.train.text1, corpus.train.text2,
+                                                                    corpus.train.labels)}
+        assert by_pair == {pair: expected[pair] for pair in by_pair} and set(by_pair.values()) == {0.0, 0.5, 1.0}
+    with pytest.raises(UserError, match="cosine on a pair corpus trains on its score column"):
+        get_recipe("cosine").check_corpus(TrainConfig(corpus=str(path), recipe="cosine"), corpus)
 
 
 def test_train_page_offers_raoe_with_its_settings(app):

@@ -30,21 +30,27 @@ def mined_examples(cfg, corpus, reference, fmt: str, progress: Progress | None =
 
 def scored_pairs(cfg, corpus, fmt: str):
     """A pair corpus's train pairs with their gold score rescaled to [0, 1] (order kept), for the cosine-format
-    recipes (CoSENT, AnglE, cosine similarity), subsampled deterministically to cfg.examples."""
+    recipes (CoSENT, AnglE, cosine similarity), subsampled deterministically to cfg.examples. Without a score column
+    (CoSENT and AnglE only, which read just the order: recipe.needs_order), the NLI labels give it: entailment 1,
+    neutral 0.5, contradiction 0."""
     import numpy as np
     from datasets import Dataset
 
     split = corpus.train
     if len(split) == 0:
         raise UserError(f"{corpus.name} has no train pairs to learn from.")
-    low, high = float(np.min(split.scores)), float(np.max(split.scores))
-    scores = (split.scores - low) / (high - low) if high > low else np.full(len(split), 0.5)
+    by_label = corpus.columns.score is None
+    values = (2 - split.labels) / 2 if by_label else split.scores  # labels: 0 = entailment, the most related
+    low, high = float(np.min(values)), float(np.max(values))
+    scores = (values - low) / (high - low) if high > low else np.full(len(split), 0.5)
     rows = np.arange(len(split))
     if len(rows) > cfg.examples:
         rows = np.sort(np.random.default_rng(cfg.seed).choice(len(rows), cfg.examples, replace=False))
     dataset = Dataset.from_dict({"sentence1": [split.text1[i] for i in rows],
                                  "sentence2": [split.text2[i] for i in rows], "score": scores[rows].tolist()})
-    return dataset, {"format": fmt, "source": "pair corpus", "examples": len(dataset), "score_range": [low, high]}
+    source = "pair corpus, NLI labels as scores (entailment 1, neutral 0.5, contradiction 0)" if by_label else \
+        "pair corpus"
+    return dataset, {"format": fmt, "source": source, "examples": len(dataset), "score_range": [low, high]}
 
 
 def document_pairs(cfg, corpus, _reference, fmt: str, _progress: Progress | None = None):

@@ -36,6 +36,15 @@ def needs_scores(cfg, corpus) -> str | None:
     return None
 
 
+def needs_order(cfg, corpus) -> str | None:
+    """CoSENT and AnglE read only the order of a pair corpus's scores, so NLI labels serve where there are none
+    (entailment > neutral > contradiction, as the AnglE paper trains on NLI; core.training.examples.scored_pairs)."""
+    if corpus.kind == "pairs" and corpus.columns.score is None and corpus.columns.label is None:
+        return (f"{cfg.recipe} on a pair corpus trains on the order of its score column, or of its NLI labels; "
+                f"{corpus.name} has neither; use a RAOE recipe with a teacher model.")
+    return None
+
+
 @dataclass(frozen=True)
 class PaperBudget:
     """The training budget a recipe's paper reports. Declared where the recipe's default budget is smaller (a run

@@ -4,7 +4,7 @@ reference model."""
 from __future__ import annotations
 
 from core.training.params import Param
-from core.training.recipe import MINING, Recipe, knob, needs_scores
+from core.training.recipe import MINING, Recipe, knob, needs_order, needs_scores
 
 
 def _losses():
@@ -49,10 +49,11 @@ SUPERVISED = [
     # On a pair corpus the cosine-format recipes train on its gold scores, rescaled to [0, 1].
     Recipe("cosine", "Cosine similarity (SetFit-style)", "cosine", lambda m, _c: _losses().CosineSimilarityLoss(m),
            params=MINING, kinds=("labelled", "pairs"), needs=needs_scores),
+    # CoSENT and AnglE read only the order of the scores: NLI labels give one where a pair corpus has no scores.
     Recipe("cosent", "CoSENT", "cosine", lambda m, c: _losses().CoSENTLoss(m, scale=c.margin),
            knob="margin", params=(_margin("CoSENT", 20.0, _SCALES, "Scale"), *MINING), kinds=("labelled", "pairs"),
-           needs=needs_scores),
+           needs=needs_order),
     Recipe("angle", "AnglE", "cosine", lambda m, c: _losses().AnglELoss(m, scale=c.margin),
            knob="margin", params=(_margin("AnglE", 20.0, _SCALES, "Scale"), *MINING), kinds=("labelled", "pairs"),
-           needs=needs_scores)
+           needs=needs_order)
 ]
