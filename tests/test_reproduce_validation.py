@@ -53,6 +53,7 @@ def test_the_best_fixed_band_is_the_one_best_on_validation_not_on_test():
     chosen = rows[-1]
     assert "the best of fixed:2, fixed:3 on validation" in chosen.differs and "fixed:3, 74.0%" in chosen.differs
     assert "validation kNN accuracy 70.0%" in rows[4].differs  # each fixed arm's own figure row says it
+    assert all("less the tenth held out for validation" in r.differs for r in rows)  # the kNN pool, before too
     assert [a.label for a in mgh.arms(Path("/d"), Setup(True, "m"))][3:] == ["order fixed:2", "order fixed:3"]
     assert [a.label for a in mgh.arms(Path("/d"), Setup(False, "m"))][3:] == [
         "order fixed:2", "order fixed:3", "order fixed:1", "order fixed:4"]

@@ -217,7 +217,7 @@ def _compared(store: RunStore, run_id: str):
 def cmd_compare(args) -> dict:
     """Paired differences, run B - run A, of every figure both runs report on the same test items, with their 95%
     intervals and p-values (core.evaluation.paired); one run: its figures after training - before."""
-    from core.evaluation.paired import compare
+    from core.evaluation.paired import compared
 
     store = RunStore()
     a = _compared(store, args.run_a)
@@ -226,15 +226,15 @@ def cmd_compare(args) -> dict:
     else:
         b = _compared(store, args.run_b)
         before, after, names = a.metrics_after, b.metrics_after, (a.id, b.id)
-    diffs, notes = compare(before, after)
-    if not diffs and not notes:
+    result = compared(before, after)  # stored: the per-class table below reads the same computation
+    if not result["metrics"] and not result["notes"]:
         raise UserError(f"{names[0]} and {names[1]} report no figure in common (one is a labelled-text run, the "
                         "other a pair or list run?); compare runs on the same corpus.")
     from core.evaluation.per_class import RECALL_CI, per_class_frame  # sklearn: only where it is needed
 
     classes = per_class_frame(before, after)  # per class: its changes with their paired intervals, where it has any
-    return {"a": names[0], "b": names[1], "k": before.get("k"), "metrics": [d.as_dict() for d in diffs],
-            "notes": notes, "classes": classes.to_dict("records") if RECALL_CI in classes else []}
+    return {"a": names[0], "b": names[1], "k": before.get("k"), "metrics": result["metrics"],
+            "notes": result["notes"], "classes": classes.to_dict("records") if RECALL_CI in classes else []}
 
 
 def print_evaluate(r: dict) -> None:

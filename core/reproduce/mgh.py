@@ -48,10 +48,12 @@ def arms(data: Path, setup: Setup) -> list[Arm]:
 
 
 def rows(outcomes: dict[str, Outcome], setup: Setup) -> list[Row]:
+    pool = "kNN over TREC's training questions less the tenth held out for validation"
     differs = (f"{setup.model_name} on TREC, {_steps(setup.quick)} steps of {BATCH} (the paper reports a figure, not "
-               f"numbers: curriculum best and most stable, reverse poor); negatives: {setup.trained_on(GENERATION)}")
+               f"numbers: curriculum best and most stable, reverse poor); negatives: {setup.trained_on(GENERATION)}; "
+               f"{pool}")
     first = next(iter(outcomes.values()))
-    out = [row("TREC kNN accuracy (%) before training", None, first.before, "knn_accuracy", scale=100)]
+    out = [row("TREC kNN accuracy (%) before training", None, first.before, "knn_accuracy", pool, scale=100)]
     out += [row(f"TREC kNN accuracy (%) after, band {label}", None, o.after, "knn_accuracy",
                 differs + _validation_text(o), scale=100) for label, o in outcomes.items()]
     curriculum = outcomes[f"order {ORDERS[0]}"].after
