@@ -31,9 +31,8 @@ FIXED_LABEL = "order fixed:"
 VALIDATION = Validation("trec.csv", 0.1, FIXED_LABEL, "knn_accuracy")
 GENERATION = Generation(
     "negatives", "trec.csv", "text", "negatives",
-    paper="four LLM-written negatives per query in decreasing similarity (Figure 2, Table 6)",
-    substitute="bands of reference-cosine rank among other-label TREC training questions (N1 = ranks 1-5, N2 = "
-               "6-20, N3 = 21-50, N4 = 51-100)")
+    paper="four LLM-written negatives per query, hardest first (Figure 2)",
+    substitute="bands of reference-cosine rank mined among other-label questions (N1 = ranks 1-5 ... N4 = 51-100)")
 
 
 def _steps(quick: bool) -> int:

@@ -158,7 +158,7 @@ TAU = Param("tau", float, 0.05, "Temperature tau", "Cosines are divided by tau b
             "deviation: the paper has no temperature (tau 1), and at tau 1 every setting measured in bench listmle "
             "lost STS and list order within 30 steps; 1 gives the paper's loss.", low=0.0, low_open=True, high=10.0,
             step=0.01)
-ANCHOR_IN_LIST = Param("anchor_in_list", bool, False, "Anchor in its own list", "Rank each anchor's similarity "
+ANCHOR_IN_LIST = Param("anchor_in_list", bool, False, "Anchor term", "Rank each anchor's similarity "
                        "with itself first in its own list, as the paper's Eq. 8 writes it (s_j1 .. s_jn, s_jj "
                        "included). Off by default, a deviation: s_jj is always 1, so its term only pushes every "
                        "member's cosine down against a fixed top, which the list order says nothing about.")
