@@ -29,6 +29,9 @@ def test_negatives_generated_on_the_page_are_plotted_and_handed_to_the_train_pag
         page.get_by_role("heading", name="Generate training data").wait_for()
         wait_idle(page)
         page.get_by_text("Hard negatives (seed 004)").click()
+        # The uploader is keyed by the kind: wait for the negatives' one, not just for no run (under load the rerun
+        # starts after wait_idle returned, and a file set on the lists' uploader went with it, once in CI)
+        page.get_by_text("a table of queries").wait_for()
         wait_idle(page)
         page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(source))
         page.get_by_text("24 rows; columns query.").wait_for()
